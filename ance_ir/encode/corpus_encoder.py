@@ -1,0 +1,183 @@
+"""Encode a corpus into a dense index in resumable chunks.
+
+Finished chunks go to a work folder beside the output (``indexes/NAME.partial/chunk-00000.npy`` plus
+``chunk-00000.docid``, each written atomically, the ``.docid`` first), so an interrupted run picks up
+from its last finished chunk. ``job.json`` there records the corpus hash, encoder and sharding; a run
+that does not match it is refused. The work folder is removed once the index is written.
+
+A shard ``i/n`` covers a contiguous range of corpus positions, ``[i*N//n, (i+1)*N//n)``, so shards
+merged in shard order list the passages in corpus order, exactly like an unsharded run. One shard per
+process is how a ``torch.distributed`` launcher would split the work (``Shard(rank, world_size)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from ance_ir.data import InputError, Passage, atomic_write, iter_corpus
+from ance_ir.index import DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
+from ance_ir.modeling import DenseEncoder
+
+JOB_FILE = "job.json"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count``: a contiguous slice of the corpus positions."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self} needs 0 <= i < n")
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, spec: str) -> Shard:
+        """Parse ``"i/n"``, e.g. ``"0/4"``."""
+        parts = spec.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"shard {spec!r} must look like i/n, e.g. 0/4")
+        return cls(int(parts[0]), int(parts[1]))
+
+    def positions(self, total: int) -> range:
+        """The corpus positions of this shard in a corpus of ``total`` passages."""
+        return range(self.index * total // self.count, (self.index + 1) * total // self.count)
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def work_folder(output: str | Path) -> Path:
+    """Where the finished chunks of a run writing ``output`` are kept: ``OUTPUT.partial``."""
+    output = Path(output)
+    return output.with_name(output.name + ".partial")
+
+
+def _count_passages(corpus: Path) -> int:
+    """Read the whole corpus once, so any bad line is reported before encoding starts."""
+    n = 0
+    for passage in iter_corpus(corpus):
+        try:
+            check_docid(passage.docid)
+        except ValueError as e:
+            raise InputError(corpus, str(e)) from None
+        n += 1
+    return n
+
+
+def _chunks(passages: Iterable[Passage], size: int) -> Iterator[list[Passage]]:
+    passages = iter(passages)
+    while chunk := list(islice(passages, size)):
+        yield chunk
+
+
+def _chunk_paths(work: Path, number: int) -> tuple[Path, Path]:
+    stem = work / f"chunk-{number:05d}"
+    return stem.with_suffix(".npy"), stem.with_suffix(".docid")
+
+
+def _check_job(work: Path, job: dict[str, Any]) -> None:
+    path = work / JOB_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
+    for key, value in job.items():
+        if key != "corpus" and recorded.get(key) != value:
+            raise InputError(work, f"holds an unfinished job with a different {key} ({recorded.get(key)!r}, "
+                                   f"now {value!r}); delete it or choose another --output")
+
+
+def _finished_chunk(work: Path, number: int, docids: list[str], dim: int) -> bool:
+    """Whether chunk ``number`` is on disk; checks it holds ``docids`` and vectors of dimension ``dim``."""
+    vectors_path, docid_path = _chunk_paths(work, number)
+    if not vectors_path.is_file():
+        return False
+    if docid_path.read_text(encoding="utf-8").splitlines() != docids:
+        raise InputError(docid_path, f"does not match the corpus passages of this chunk; delete {work}")
+    shape = np.load(vectors_path, mmap_mode="r").shape
+    if shape != (len(docids), dim):
+        raise InputError(vectors_path, f"has shape {shape}, expected {(len(docids), dim)}; delete {work}")
+    return True
+
+
+def _save_chunk(work: Path, job: dict[str, Any], number: int, vectors: np.ndarray, docids: list[str]) -> None:
+    if not (work / JOB_FILE).is_file():
+        with atomic_write(work / JOB_FILE) as f:
+            f.write(json.dumps(job, indent=2) + "\n")
+    vectors_path, docid_path = _chunk_paths(work, number)
+    with atomic_write(docid_path) as f:
+        f.writelines(f"{d}\n" for d in docids)
+    with atomic_write(vectors_path, "wb") as f:
+        np.save(f, vectors)
+
+
+def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path, *, encoder_name: str,
+                  index_type: str = "flat", batch_size: int = 32, chunk_size: int = 2048,
+                  shard: Shard | None = None, show_progress: bool = True) -> DenseIndex:
+    """Encode ``corpus`` (or one shard of it) with ``encoder`` and write a dense index folder at ``output``.
+
+    Resumes from the finished chunks in :func:`work_folder` ``(output)``. A shard keeps its raw
+    ``vectors.npy`` so that shards can later be merged into any index type.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk size must be positive, got {chunk_size}")
+    corpus, output = Path(corpus), Path(output)
+    total = _count_passages(corpus)
+    positions = shard.positions(total) if shard else range(total)
+    if not positions:
+        raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
+    job = {"corpus": str(corpus.resolve()), "corpus_sha256": file_sha256(corpus), "encoder": encoder_name,
+           "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
+           "chunk_size": chunk_size}
+    work = work_folder(output)
+    if work.is_dir():
+        _check_job(work, job)
+    docids: list[str] = []
+    parts: list[Path] = []
+    resumed = 0
+    passages = islice(iter_corpus(corpus), positions.start, positions.stop)
+    with tqdm(total=len(positions), unit="passage", desc=f"encode {output.name}", disable=not show_progress,
+              file=sys.stderr) as bar:
+        for number, chunk in enumerate(_chunks(passages, chunk_size)):
+            chunk_ids = [p.docid for p in chunk]
+            if _finished_chunk(work, number, chunk_ids, encoder.dim):
+                resumed += len(chunk)
+            else:
+                vectors = encoder.encode_passages([p.text for p in chunk], batch_size=batch_size)
+                _save_chunk(work, job, number, vectors, chunk_ids)
+            docids += chunk_ids
+            parts.append(_chunk_paths(work, number)[0])
+            bar.update(len(chunk))
+    if resumed:
+        print(f"reused {resumed} of {len(positions)} passages already encoded in {work}", file=sys.stderr)
+    vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
+    meta = {**{k: job[k] for k in ("encoder", "encoder_config", "corpus", "corpus_sha256")},
+            "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,
+            "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
+                      "stop": positions.stop} if shard else None}
+    dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,
+                              vectors=vectors if shard else None)
+    del vectors
+    shutil.rmtree(work)
+    return dense

@@ -1,0 +1,127 @@
+"""Inner-product faiss indexes: flat (exact), HNSW and IVF-PQ, built on a GPU when faiss sees one."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import Any
+
+import faiss
+import numpy as np
+
+INDEX_TYPES = ("flat", "hnsw", "ivfpq")
+HNSW_DEFAULTS = {"m": 32, "ef_construction": 200, "ef_search": 128}
+ADD_BATCH = 65536  # rows copied into faiss at a time, so memory-mapped vectors are never loaded whole
+MIN_POINTS_PER_LIST = 39  # faiss k-means wants at least this many training points per centroid
+
+
+def ivfpq_defaults(n: int, dim: int) -> dict[str, int]:
+    """IVF-PQ settings for ``n`` vectors of dimension ``dim``.
+
+    ``nlist`` is about 4*sqrt(n), capped so each list gets 39 training points; ``m`` gives 4 dimensions
+    per sub-quantizer (the largest divisor of ``dim`` not above dim/4); ``nbits`` is 8, or fewer when
+    there are under 256 vectors to train on; ``nprobe`` searches 1/16 of the lists, at least 16.
+    """
+    nlist = max(1, min(round(4 * math.sqrt(n)), n // MIN_POINTS_PER_LIST))
+    m = max(d for d in range(1, max(1, dim // 4) + 1) if dim % d == 0)
+    return {"nlist": nlist, "m": m, "nbits": max(1, min(8, int(math.log2(max(n, 1))))),
+            "nprobe": min(nlist, max(16, nlist // 16))}
+
+
+def _check_params(index_type: str, params: dict[str, Any], allowed: dict[str, Any]) -> dict[str, int]:
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        known = ", ".join(allowed) or "none"
+        raise ValueError(f"unknown {index_type} parameter(s) {', '.join(unknown)}; known: {known}")
+    merged = {**allowed, **params}
+    for key, value in merged.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{index_type} parameter {key} must be a positive integer, got {value!r}")
+    return merged
+
+
+@functools.cache
+def _gpu_resources() -> Any:
+    return faiss.StandardGpuResources()
+
+
+def to_gpu(index: faiss.Index) -> faiss.Index:
+    """A GPU copy of a flat or IVF index when faiss sees a GPU; otherwise (or for HNSW) ``index`` itself."""
+    if faiss.get_num_gpus() == 0 or isinstance(index, faiss.IndexHNSW):
+        return index
+    try:
+        return faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
+    except RuntimeError as e:  # e.g. an IVF-PQ layout the GPU kernels do not support
+        warnings.warn(f"faiss GPU cannot hold this {type(index).__name__} ({e}); using the CPU", stacklevel=2)
+        return index
+
+
+def _add(index: faiss.Index, vectors: np.ndarray) -> None:
+    for start in range(0, len(vectors), ADD_BATCH):
+        batch = np.ascontiguousarray(vectors[start:start + ADD_BATCH], dtype=np.float32)
+        if not np.isfinite(batch).all():
+            raise ValueError(f"vectors contain NaN or infinity (in rows {start}..{start + len(batch) - 1})")
+        index.add(batch)
+
+
+def _training_sample(vectors: np.ndarray, size: int) -> np.ndarray:
+    if len(vectors) <= size:
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+    rows = np.sort(np.random.default_rng(0).choice(len(vectors), size, replace=False))
+    return np.ascontiguousarray(vectors[rows], dtype=np.float32)
+
+
+def _build_ivfpq(vectors: np.ndarray, nlist: int, m: int, nbits: int, nprobe: int) -> faiss.Index:
+    n, dim = vectors.shape
+    if dim % m:
+        raise ValueError(f"ivfpq m={m} must divide the vector dimension {dim}")
+    if nlist > n or 2 ** nbits > n:
+        raise ValueError(f"ivfpq with nlist={nlist}, nbits={nbits} needs at least {max(nlist, 2 ** nbits)} "
+                         f"vectors to train on, got {n}")
+    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, nbits, faiss.METRIC_INNER_PRODUCT)
+    index.nprobe = min(nprobe, nlist)
+    work = to_gpu(index)
+    work.train(_training_sample(vectors, 256 * max(nlist, 2 ** nbits)))
+    _add(work, vectors)
+    return index if work is index else faiss.index_gpu_to_cpu(work)
+
+
+def build_index(vectors: np.ndarray, index_type: str = "flat", **params: int) -> faiss.Index:
+    """Build a CPU inner-product index over ``vectors`` (``[N, D]``; row i becomes faiss id i).
+
+    ``flat``: exact ``IndexFlatIP``. ``hnsw``: ``IndexHNSWFlat`` with ``m`` (neighbours, 32),
+    ``ef_construction`` (200) and ``ef_search`` (128). ``ivfpq``: ``IndexIVFPQ`` with ``nlist``, ``m``
+    (sub-quantizers, must divide D), ``nbits`` and ``nprobe``, trained on the vectors; defaults from
+    :func:`ivfpq_defaults`. IVF-PQ trains and encodes on a GPU when faiss has one.
+    """
+    if index_type not in INDEX_TYPES:
+        raise ValueError(f"unknown index type {index_type!r}; choose from {', '.join(INDEX_TYPES)}")
+    if vectors.ndim != 2 or len(vectors) == 0 or vectors.shape[1] == 0:
+        raise ValueError(f"expected a non-empty [N, D] matrix of vectors, got shape {vectors.shape}")
+    n, dim = vectors.shape
+    if index_type == "flat":
+        _check_params(index_type, params, {})
+        index = faiss.IndexFlatIP(dim)
+    elif index_type == "hnsw":
+        p = _check_params(index_type, params, HNSW_DEFAULTS)
+        index = faiss.IndexHNSWFlat(dim, p["m"], faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = p["ef_construction"]
+        index.hnsw.efSearch = p["ef_search"]
+    else:
+        return _build_ivfpq(vectors, **_check_params(index_type, params, ivfpq_defaults(n, dim)))
+    _add(index, vectors)
+    return index
+
+
+def describe_index(index: faiss.Index) -> tuple[str, dict[str, int]]:
+    """The index type and parameters of a faiss index (``type(index).__name__`` and ``{}`` for others)."""
+    if isinstance(index, faiss.IndexHNSWFlat):
+        return "hnsw", {"m": index.hnsw.nb_neighbors(1), "ef_construction": index.hnsw.efConstruction,
+                        "ef_search": index.hnsw.efSearch}
+    if isinstance(index, faiss.IndexIVFPQ):
+        return "ivfpq", {"nlist": index.nlist, "m": index.pq.M, "nbits": index.pq.nbits,
+                         "nprobe": index.nprobe}
+    if isinstance(index, faiss.IndexFlat) and index.metric_type == faiss.METRIC_INNER_PRODUCT:
+        return "flat", {}
+    return type(index).__name__, {}

@@ -1,0 +1,203 @@
+"""ANCE-style dual encoder over any ``transformers.AutoModel`` backbone, scored by dot product."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+
+from ance_ir.data.atomic import atomic_directory
+from ance_ir.modeling.config import EncoderConfig
+from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
+
+HEAD_NAME = "ance_ir_head.safetensors"
+SIDES = ("query", "passage")
+_LENGTH_CHUNK = 10_000
+
+
+def _load_backbone(path: str | Path) -> PreTrainedModel:
+    """Load the bare transformer in float32, without the unused pooler layer when the model class has one."""
+    try:
+        return AutoModel.from_pretrained(path, dtype=torch.float32, add_pooling_layer=False)
+    except TypeError:
+        return AutoModel.from_pretrained(path, dtype=torch.float32)
+
+
+class Tower(torch.nn.Module):
+    """One side of the dual encoder: a transformer backbone and the optional ANCE head."""
+
+    def __init__(self, backbone: PreTrainedModel, config: EncoderConfig):
+        super().__init__()
+        self.backbone = backbone
+        self.head: torch.nn.Sequential | None = None
+        if config.head:
+            hidden = backbone.config.hidden_size
+            head_dim = config.head_dim or hidden
+            self.head = torch.nn.Sequential(torch.nn.Linear(hidden, head_dim), torch.nn.LayerNorm(head_dim))
+            linear = self.head[0]
+            torch.nn.init.normal_(linear.weight, std=getattr(backbone.config, "initializer_range", 0.02))
+            torch.nn.init.zeros_(linear.bias)
+
+    def save(self, directory: Path) -> None:
+        self.backbone.save_pretrained(directory)
+        if self.head is not None:
+            save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, directory / HEAD_NAME)
+
+    @classmethod
+    def load(cls, directory: str | Path, config: EncoderConfig) -> Tower:
+        """Backbone from ``directory``; head weights from its head file when present, else freshly initialised."""
+        tower = cls(_load_backbone(directory), config)
+        head_file = Path(directory) / HEAD_NAME
+        if tower.head is not None and head_file.is_file():
+            tower.head.load_state_dict(load_file(head_file))
+        return tower
+
+
+class DenseEncoder(torch.nn.Module):
+    """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product."""
+
+    def __init__(self, towers: Mapping[str, Tower], tokenizer: PreTrainedTokenizerBase, config: EncoderConfig):
+        super().__init__()
+        if set(towers) != ({"query"} if config.shared else set(SIDES)):
+            raise ValueError("towers must be {'query'} when shared, {'query', 'passage'} otherwise")
+        if config.head and config.head_dim is None:
+            config = config.replace(head_dim=towers["query"].backbone.config.hidden_size)
+        self.towers = torch.nn.ModuleDict(towers)
+        self.tokenizer = tokenizer
+        self.config = config
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, **config_overrides: Any) -> DenseEncoder:
+        """Load from a saved DenseEncoder dir, a plain Hugging Face model dir, an alias or a hub id.
+
+        A saved dir brings its own config; otherwise the alias defaults (if any) apply. ``config_overrides``
+        (EncoderConfig fields) win over both. A head not found on disk is freshly initialised.
+        """
+        path = resolve_model_path(name_or_path)
+        saved = EncoderConfig.exists(path)
+        base = EncoderConfig.load(path) if saved else EncoderConfig().replace(**alias_defaults(name_or_path))
+        config = base.replace(**config_overrides)
+        split = saved and not base.shared  # towers saved under query/ and passage/
+        if split and config.shared:
+            raise ValueError(f"{path} holds separate query and passage towers; it cannot be loaded as shared")
+        sides = SIDES[:1] if config.shared else SIDES
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            towers = {side: Tower.load(Path(path) / side if split else path, config) for side in sides}
+        except OSError as error:
+            raise unavailable(name_or_path, error) from error
+        return cls(towers, tokenizer, config).eval()
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write weights, tokenizer and ``ance_ir_encoder.json``, replacing ``directory`` as a whole.
+
+        Unshared towers go to ``query/`` and ``passage/`` subfolders; the tokenizer and config stay on top.
+        """
+        with atomic_directory(directory) as tmp:
+            self.config.save(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            if self.config.shared:
+                self.towers["query"].save(tmp)
+            else:
+                for side in SIDES:
+                    (tmp / side).mkdir()
+                    self.towers[side].save(tmp / side)
+
+    @property
+    def query_tower(self) -> Tower:
+        return self.towers["query"]
+
+    @property
+    def passage_tower(self) -> Tower:
+        return self.towers["query" if self.config.shared else "passage"]
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dim(self) -> int:
+        """Length of the output vectors."""
+        return self.config.head_dim if self.config.head else self.query_tower.backbone.config.hidden_size
+
+    def tokenize_queries(self, texts: Sequence[str]) -> BatchEncoding:
+        """Tokenize queries (prefix added), padded to the longest and cut at ``query_max_length``."""
+        return self._tokenize(texts, self.config.query_prefix, self.config.query_max_length)
+
+    def tokenize_passages(self, texts: Sequence[str]) -> BatchEncoding:
+        """Tokenize passages (prefix added), padded to the longest and cut at ``passage_max_length``."""
+        return self._tokenize(texts, self.config.passage_prefix, self.config.passage_max_length)
+
+    def _tokenize(self, texts: Sequence[str], prefix: str, max_length: int) -> BatchEncoding:
+        return self.tokenizer([prefix + t for t in texts], padding="longest", truncation=True,
+                              max_length=max_length, return_tensors="pt")
+
+    def embed_queries(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Query vectors ``[B, D]`` for a tokenized batch, with autograd."""
+        return self._embed(self.query_tower, batch)
+
+    def embed_passages(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Passage vectors ``[B, D]`` for a tokenized batch, with autograd."""
+        return self._embed(self.passage_tower, batch)
+
+    @staticmethod
+    def score(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:
+        """Dot-product scores ``[Q, P]``."""
+        return queries @ passages.T
+
+    def _embed(self, tower: Tower, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        hidden = tower.backbone(**batch).last_hidden_state
+        if self.config.pooling == "cls":
+            vectors = hidden[:, 0]
+        else:
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            vectors = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        if tower.head is not None:
+            vectors = tower.head(vectors)
+        return F.normalize(vectors, p=2, dim=-1) if self.config.normalize else vectors
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        """Query vectors as float32 ``[N, D]``, in input order."""
+        return self._encode(texts, "query", batch_size, list(range(len(texts))), show_progress)
+
+    def encode_passages(self, texts: Sequence[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        """Passage vectors as float32 ``[N, D]``, in input order; batches group passages of similar length."""
+        lengths = self._token_lengths(texts)
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        return self._encode(texts, "passage", batch_size, order, show_progress)
+
+    def _token_lengths(self, texts: Sequence[str]) -> list[int]:
+        lengths = []
+        for start in range(0, len(texts), _LENGTH_CHUNK):
+            chunk = [self.config.passage_prefix + t for t in texts[start:start + _LENGTH_CHUNK]]
+            ids = self.tokenizer(chunk, truncation=True, max_length=self.config.passage_max_length)["input_ids"]
+            lengths.extend(map(len, ids))
+        return lengths
+
+    @torch.inference_mode()
+    def _encode(self, texts: Sequence[str], side: str, batch_size: int, order: list[int],
+                show_progress: bool) -> np.ndarray:
+        """Encode ``texts`` in batches taken in ``order`` (eval mode), and return rows in input order."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        tokenize, embed = ((self.tokenize_queries, self.embed_queries) if side == "query"
+                           else (self.tokenize_passages, self.embed_passages))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        try:
+            starts = range(0, len(order), batch_size)
+            for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=not show_progress):
+                rows = order[start:start + batch_size]
+                out[rows] = embed(tokenize([texts[i] for i in rows])).float().cpu().numpy()
+        finally:
+            self.train(was_training)
+        return out

@@ -1,0 +1,67 @@
+"""Pyserini encoder interfaces over :class:`~ance_ir.modeling.DenseEncoder`.
+
+``FaissSearcher.search`` calls ``query_encoder.encode(text)`` and expects a 1-D vector; ``batch_search``
+calls ``query_encoder.encode_batch(texts)`` when the encoder has it (else ``encode`` per query). Pyserini's
+encoding loop calls ``DocumentEncoder.encode(texts=..., titles=..., fp16=..., max_length=..., add_sep=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pyserini.encode import DocumentEncoder, QueryEncoder
+
+from ance_ir.modeling.encoder import DenseEncoder
+
+
+def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None, overrides: dict[str, Any]) -> DenseEncoder:
+    if isinstance(encoder, DenseEncoder):
+        if overrides:
+            raise ValueError("config overrides apply only when loading an encoder by name or path")
+    else:
+        encoder = DenseEncoder.from_pretrained(encoder, **overrides)
+    return encoder.to(device) if device is not None else encoder
+
+
+class AnceIrQueryEncoder(QueryEncoder):
+    """Pyserini query encoder backed by a DenseEncoder (or a name/path loaded with ``config_overrides``)."""
+
+    def __init__(self, encoder: DenseEncoder | str | Path, device: str | None = None, batch_size: int = 64,
+                 **config_overrides: Any):
+        super().__init__()
+        self.encoder = _as_encoder(encoder, device, config_overrides)
+        self.batch_size = batch_size
+        self.has_model = True
+
+    def encode(self, query: str, **kwargs: Any) -> np.ndarray:
+        """The query's vector, float32 ``[D]``; extra Pyserini keyword arguments are ignored."""
+        return self.encoder.encode_queries([query])[0]
+
+    def encode_batch(self, queries: Sequence[str]) -> np.ndarray:
+        """Vectors for many queries, float32 ``[N, D]`` (used by ``FaissSearcher.batch_search``)."""
+        return self.encoder.encode_queries(queries, batch_size=self.batch_size)
+
+
+class AnceIrDocumentEncoder(DocumentEncoder):
+    """Pyserini document encoder backed by a DenseEncoder (or a name/path loaded with ``config_overrides``)."""
+
+    def __init__(self, encoder: DenseEncoder | str | Path, device: str | None = None, batch_size: int = 32,
+                 **config_overrides: Any):
+        self.encoder = _as_encoder(encoder, device, config_overrides)
+        self.batch_size = batch_size
+
+    def encode(self, texts: Sequence[str], titles: Sequence[str] | None = None, add_sep: bool = False,
+               **kwargs: Any) -> np.ndarray:
+        """Passage vectors, float32 ``[N, D]``; a title is joined to its text with a space.
+
+        Truncation comes from the encoder config, so Pyserini's ``max_length`` and ``fp16`` are ignored;
+        ``add_sep`` (title and text as a segment pair) is not supported.
+        """
+        if add_sep and titles is not None:
+            raise ValueError("add_sep is not supported; titles are joined to texts with a space")
+        if titles is not None:
+            texts = [f"{title} {text}" for title, text in zip(titles, texts, strict=True)]
+        return self.encoder.encode_passages(texts, batch_size=self.batch_size)

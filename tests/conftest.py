@@ -1,0 +1,74 @@
+"""Shared fixtures: a tiny random BERT with its tokenizer, and a small toy collection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+TOY_PASSAGES = {
+    "d1": "the cat sat on the mat",
+    "d2": "dogs chase cats in the park",
+    "d3": "a recipe for baking bread at home",
+    "d4": "bread flour water salt and yeast",
+    "d5": "the stock market fell sharply today",
+    "d6": "investors sold shares as markets dropped",
+    "d7": "how to train a puppy to sit",
+    "d8": "the history of the roman empire",
+}
+TOY_TOPICS = {"q1": "cat on a mat", "q2": "how to bake bread", "q3": "stock market drop"}
+TOY_QRELS = {"q1": {"d1": 2, "d2": 1}, "q2": {"d3": 2, "d4": 1}, "q3": {"d5": 2, "d6": 2}}
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A randomly initialised 2-layer BERT (hidden size 32) saved in Hugging Face layout."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    import torch
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    words = sorted({w for text in [*TOY_PASSAGES.values(), *TOY_TOPICS.values()] for w in text.split()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    BertModel(config).save_pretrained(path)
+    return path
+
+
+@pytest.fixture()
+def toy_collection(tmp_path) -> dict[str, Path]:
+    """Corpus JSONL, topics TSV and qrels for 8 passages and 3 queries."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in TOY_PASSAGES.items()))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, judged in TOY_QRELS.items() for d, g in judged.items()))
+    return {"corpus": corpus, "topics": topics, "qrels": qrels}
+
+
+@pytest.fixture(scope="session")
+def rag24_home(tmp_path_factory) -> Path:
+    """An ``$ANCE_IR_HOME`` with rag24-mini fetched (reuses the user's download cache when present)."""
+    import os
+
+    from ance_ir.datasets import fetch
+    from ance_ir.datasets.home import ance_ir_home
+
+    downloads = ance_ir_home() / "downloads"
+    home = tmp_path_factory.mktemp("ance_ir_home")
+    if downloads.is_dir():
+        (home / "downloads").symlink_to(downloads)
+    previous = os.environ.get("ANCE_IR_HOME")
+    os.environ["ANCE_IR_HOME"] = str(home)
+    fetch("rag24-mini")
+    yield home
+    if previous is None:
+        os.environ.pop("ANCE_IR_HOME")
+    else:
+        os.environ["ANCE_IR_HOME"] = previous

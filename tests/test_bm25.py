@@ -1,0 +1,74 @@
+"""BM25 through Pyserini: indexing, search, warm-up negatives, CLI errors, and the rag24-mini numbers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ance_ir.bm25 import BM25Searcher, bm25_negatives, build_lucene_index
+from ance_ir.bm25.__main__ import main as bm25_main
+from ance_ir.data import read_run, read_topics_tsv
+from ance_ir.datasets import resolve_qrels
+from ance_ir.eval import evaluate
+
+
+@pytest.fixture()
+def toy_index(toy_collection, tmp_path):
+    return build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
+
+
+def test_search_ranks_matching_passages_first(toy_index, toy_collection):
+    run = BM25Searcher(toy_index).search(read_topics_tsv(toy_collection["topics"]), hits=3)
+    assert run["q2"][0][0] == "d3"
+    assert run["q3"][0][0] in {"d5", "d6"}
+    scores = [s for _, s in run["q1"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) <= 3
+
+
+def test_negatives_exclude_positives(toy_index, toy_collection):
+    topics = read_topics_tsv(toy_collection["topics"])
+    negatives = bm25_negatives(toy_index, topics, {"q2": ["d3", "d4"]}, depth=8)
+    assert negatives["q2"] and not {"d3", "d4"} & set(negatives["q2"])
+    assert negatives["q1"] == [d for d, _ in BM25Searcher(toy_index).search({"q1": topics["q1"]}, hits=8)["q1"]]
+
+
+def test_cli_run_file_is_pyserini_format(toy_index, toy_collection, tmp_path):
+    out = tmp_path / "run.trec"
+    with pytest.raises(SystemExit) as done:
+        from ance_ir.cli import run_cli
+
+        run_cli(bm25_main, ["search", "--index", str(toy_index), "--topics", str(toy_collection["topics"]),
+                            "--output", str(out), "--hits", "5"])
+    assert done.value.code == 0
+    first = out.read_text().splitlines()[0].split(" ")
+    assert first[1] == "Q0" and first[3] == "1" and first[5] == "bm25" and len(first[4].split(".")[1]) == 6
+    assert set(read_run(out)) == {"q1", "q2", "q3"}
+
+
+def test_bad_corpus_fails_cleanly_without_index(tmp_path):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "contents": "x"}) + "\n{broken\n")
+    result = subprocess.run([sys.executable, "-m", "ance_ir.bm25", "index", "--corpus", str(corpus),
+                             "--output", str(tmp_path / "idx")], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {corpus}:2: malformed JSON")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_search_rejects_non_index(tmp_path, toy_collection):
+    with pytest.raises(Exception, match="not a Lucene index"):
+        BM25Searcher(tmp_path)
+
+
+def test_rag24_mini_bm25_matches_reference(rag24_home, tmp_path):
+    """The issue's reference: Pyserini defaults on the rag24-mini test split give nDCG@10 0.698, R@100 0.942."""
+    index = tmp_path / "rag24.lucene"
+    assert bm25_main(["index", "--corpus", "rag24-mini", "--output", str(index)]) == 0
+    run = tmp_path / "bm25.trec"
+    assert bm25_main(["search", "--index", str(index), "--topics", "rag24-mini-test", "--output", str(run)]) == 0
+    means = evaluate(resolve_qrels("rag24-mini-test"), read_run(run))
+    assert means["ndcg_cut_10"] == pytest.approx(0.698, abs=0.005)
+    assert means["recall_100"] == pytest.approx(0.942, abs=0.005)

@@ -1,0 +1,36 @@
+"""Pyserini imports and its CLIs run on a fresh environment through the ance-ir bootstrap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"JAVA_HOME", "OPENAI_API_KEY"}}
+    env["PATH"] = "/usr/bin:/bin"
+    return env
+
+
+def test_pyserini_imports_without_user_setup():
+    code = ("import ance_ir, os, jnius_config\n"
+            "from pyserini.search.lucene import LuceneSearcher\n"
+            "import pyserini.encode\n"
+            "from ance_ir.bootstrap import _java_major\n"
+            "from pathlib import Path\n"
+            "assert _java_major(Path(os.environ['JAVA_HOME'])) >= 21\n"
+            "assert not any('incubator' in o for o in jnius_config.get_options())\n"
+            "print('ok')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_clean_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_pyserini_cli_through_bootstrap():
+    result = subprocess.run([sys.executable, "-m", "ance_ir.pyserini", "pyserini.search.lucene", "--help"],
+                            capture_output=True, text=True, env=_clean_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "--bm25" in result.stdout
+    bad = subprocess.run([sys.executable, "-m", "ance_ir.pyserini", "os"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "usage" in bad.stderr
