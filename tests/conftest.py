@@ -24,9 +24,8 @@ TOY_QRELS = {"q1": {"d1": 2, "d2": 1}, "q2": {"d3": 2, "d4": 1}, "q3": {"d5": 2,
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer BERT (hidden size 32) saved in Hugging Face layout."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
     import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
 
     path = tmp_path_factory.mktemp("tiny-bert")
     words = sorted({w for text in [*TOY_PASSAGES.values(), *TOY_TOPICS.values()] for w in text.split()})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ance_ir.data import InputError, load_corpus, read_topics_tsv
+from ance_ir.data import InputError, load_corpus
 from ance_ir.datasets import rag24, resolve_corpus, resolve_qrels, resolve_topics
 from ance_ir.datasets.__main__ import main as datasets_main
 from ance_ir.datasets.anserini import canonical

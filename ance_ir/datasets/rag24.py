@@ -13,7 +13,15 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ance_ir.data import Passage, Qrels, atomic_directory, read_qrels, write_corpus, write_qrels, write_topics_tsv
+from ance_ir.data import (
+    Passage,
+    Qrels,
+    atomic_directory,
+    read_qrels,
+    write_corpus,
+    write_qrels,
+    write_topics_tsv,
+)
 from ance_ir.datasets.home import pip_download, sha256_file
 
 NAME = "rag24-mini"

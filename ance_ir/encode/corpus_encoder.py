@@ -20,14 +20,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
 
 from ance_ir.data import InputError, Passage, atomic_write, iter_corpus
-from ance_ir.index import DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
-from ance_ir.modeling import DenseEncoder
+from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
+
+if TYPE_CHECKING:
+    from ance_ir.modeling import DenseEncoder
 
 JOB_FILE = "job.json"
 
@@ -60,6 +62,7 @@ class Shard:
 
 
 def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 20):
@@ -134,15 +137,21 @@ def _save_chunk(work: Path, job: dict[str, Any], number: int, vectors: np.ndarra
 
 def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path, *, encoder_name: str,
                   index_type: str = "flat", batch_size: int = 32, chunk_size: int = 2048,
-                  shard: Shard | None = None, show_progress: bool = True) -> DenseIndex:
+                  shard: Shard | None = None, overwrite: bool = False,
+                  show_progress: bool = True) -> DenseIndex:
     """Encode ``corpus`` (or one shard of it) with ``encoder`` and write a dense index folder at ``output``.
 
     Resumes from the finished chunks in :func:`work_folder` ``(output)``. A shard keeps its raw
-    ``vectors.npy`` so that shards can later be merged into any index type.
+    ``vectors.npy`` so that shards can later be merged into any index type. An existing ``output`` is
+    replaced only with ``overwrite``.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk size must be positive, got {chunk_size}")
+    if index_type not in INDEX_TYPES:
+        raise ValueError(f"unknown index type {index_type!r}; choose from {', '.join(INDEX_TYPES)}")
     corpus, output = Path(corpus), Path(output)
+    if output.exists() and not overwrite:
+        raise ValueError(f"{output} already exists; pass --force to replace it")
     total = _count_passages(corpus)
     positions = shard.positions(total) if shard else range(total)
     if not positions:
@@ -178,6 +187,5 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
                       "stop": positions.stop} if shard else None}
     dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,
                               vectors=vectors if shard else None)
-    del vectors
     shutil.rmtree(work)
     return dense

@@ -9,7 +9,8 @@ from ance_ir.eval.metrics import (
     measure_name,
 )
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "evaluate", "evaluate_per_query", "mean_over_queries", "measure_name", "format_table"]
+__all__ = ["DEFAULT_METRICS", "METRICS", "evaluate", "evaluate_per_query", "format_table", "mean_over_queries",
+           "measure_name"]
 
 
 def format_table(means: dict[str, float], label: str = "") -> str:

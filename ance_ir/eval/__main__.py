@@ -12,7 +12,14 @@ import json
 from ance_ir.cli import run_cli
 from ance_ir.data import read_run
 from ance_ir.datasets import resolve_qrels
-from ance_ir.eval import DEFAULT_METRICS, METRICS, evaluate_per_query, format_table, mean_over_queries, measure_name
+from ance_ir.eval import (
+    DEFAULT_METRICS,
+    METRICS,
+    evaluate_per_query,
+    format_table,
+    mean_over_queries,
+    measure_name,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

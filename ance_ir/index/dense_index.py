@@ -153,8 +153,8 @@ def stored_vectors(dense: DenseIndex) -> np.ndarray:
     if isinstance(dense.index, faiss.IndexFlat | faiss.IndexHNSWFlat):
         return dense.index.reconstruct_n(0, len(dense))
     index_type = describe_index(dense.index)[0]
-    raise InputError(dense.folder or "index", f"no {VECTORS_FILE}, and a {index_type} index cannot give back "
-                                              "its vectors; encode shards with --shard to keep them")
+    raise InputError(dense.folder or "index", f"no {VECTORS_FILE}, and its {index_type} index cannot give "
+                                              "back its vectors; encode shards with --shard to keep them")
 
 
 def concat_vectors(parts: Sequence[np.ndarray], path: str | Path) -> np.ndarray:

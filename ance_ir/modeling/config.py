@@ -1,4 +1,4 @@
-"""Settings of a :class:`~ance_ir.modeling.DenseEncoder`, stored as ``ance_ir_encoder.json`` in the model dir."""
+"""Settings of a :class:`~ance_ir.modeling.DenseEncoder`, saved as ``ance_ir_encoder.json`` in its dir."""
 
 from __future__ import annotations
 

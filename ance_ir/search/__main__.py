@@ -1,0 +1,77 @@
+"""``python -m ance_ir.search``: dense (optionally hybrid with BM25) search to a TREC run.
+
+    python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.minilm \\
+        --encoder minilm --output runs/minilm.trec
+    python -m ance_ir.search --topics dl19 --index indexes/X --output runs/X.trec \\
+        --bm25-index indexes/rag24-mini.lucene --fusion interpolation --alpha 0.02
+
+Hybrid interpolation scores ``alpha * bm25 + (1 - alpha) * dense``; a passage missing from one list takes
+that list's lowest score for the query (Pyserini's hybrid convention). ``--fusion rrf`` uses reciprocal
+rank fusion. When the topics have known qrels, the metrics are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ance_ir.cli import run_cli
+from ance_ir.data import write_run
+from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ance_ir.search", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", required=True, help="topics TSV file or name (rag24-mini-test, dl19, ...)")
+    parser.add_argument("--index", required=True, help="dense index folder or Pyserini prebuilt dense index name")
+    parser.add_argument("--encoder", help="model dir, alias or HF id (default: the one in the index's meta.json)")
+    parser.add_argument("--output", required=True, help="TREC run file to write")
+    parser.add_argument("--hits", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2, help="torch and faiss threads")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
+    parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
+    parser.add_argument("--fusion", choices=["interpolation", "rrf"], default="interpolation")
+    parser.add_argument("--alpha", type=float, default=0.1, help="BM25 weight for interpolation")
+    parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
+    args = parser.parse_args(argv)
+
+    import faiss
+    import torch
+
+    from ance_ir.fusion import interpolate, reciprocal_rank_fusion
+    from ance_ir.index import load_dense_index
+    from ance_ir.search import DenseSearcher, encoder_for_index, resolve_index
+
+    torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
+    topics = resolve_topics(args.topics)
+    index = load_dense_index(resolve_index(args.index))
+    encoder = encoder_for_index(index, args.encoder)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size)
+
+    if args.bm25_index:
+        from ance_ir.bm25 import BM25Searcher
+
+        sparse = BM25Searcher(args.bm25_index).search(topics, hits=args.hits, threads=args.threads)
+        if args.fusion == "interpolation":
+            run = interpolate(sparse, run, args.alpha, 1 - args.alpha, depth=args.hits, k=args.hits)
+        else:
+            run = reciprocal_rank_fusion([run, sparse], depth=args.hits, k=args.hits)
+
+    write_run(run, args.output, tag=args.run_tag or Path(args.output).stem)
+    print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
+    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    if qrels:
+        from ance_ir.eval import evaluate, format_table
+
+        print(format_table(evaluate(qrels, run), label=Path(args.output).name))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

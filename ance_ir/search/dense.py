@@ -1,0 +1,58 @@
+"""Dense retrieval: encode queries with a :class:`DenseEncoder`, search a faiss index in Pyserini's layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ance_ir.data import InputError, Run, Topics
+from ance_ir.index import DenseIndex
+from ance_ir.modeling import DenseEncoder
+
+
+def resolve_index(spec: str) -> Path:
+    """A dense index folder, or a Pyserini prebuilt dense index name (downloaded by Pyserini when online)."""
+    if Path(spec).is_dir():
+        return Path(spec)
+    from pyserini.prebuilt_index_info import FAISS_INDEX_INFO
+
+    if spec not in FAISS_INDEX_INFO:
+        raise InputError(spec, "no such dense index folder, nor a Pyserini prebuilt dense index name")
+    from pyserini.util import download_prebuilt_index
+
+    try:
+        return Path(download_prebuilt_index(spec))
+    except Exception as e:  # noqa: BLE001 - urllib/HTTP errors vary; all mean the same to the user
+        raise RuntimeError(f"could not download Pyserini prebuilt index {spec!r} (offline?): "
+                           f"{str(e).splitlines()[0][:200]}") from None
+
+
+def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) -> DenseEncoder:
+    """The encoder named on the command line, else the one recorded in the index's ``meta.json``."""
+    if encoder is None:
+        encoder = dense.meta.get("encoder")
+        overrides = {**dense.meta.get("encoder_config", {}), **overrides}
+        if encoder is None:
+            raise ValueError(f"{dense.folder}: no meta.json names the encoder; pass --encoder")
+    return DenseEncoder.from_pretrained(encoder, **overrides)
+
+
+class DenseSearcher:
+    """Batch dense search: queries encoded in batches, one faiss search per batch."""
+
+    def __init__(self, index: DenseIndex, encoder: DenseEncoder):
+        if encoder.dim != index.dim:
+            raise ValueError(f"encoder produces {encoder.dim}-dimensional vectors, "
+                             f"index {index.folder} holds {index.dim}")
+        self.index, self.encoder = index, encoder
+
+    def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64) -> Run:
+        """Top ``hits`` passages for every query, best first."""
+        qids = list(topics)
+        vectors = self.encoder.encode_queries([topics[q] for q in qids], batch_size=batch_size)
+        run: Run = {}
+        for start in range(0, len(qids), batch_size):
+            scores, docids = self.index.search(vectors[start:start + batch_size], hits)
+            for qid, row_scores, row_docids in zip(qids[start:start + batch_size], scores, docids, strict=True):
+                run[qid] = [(d, float(s)) for d, s in zip(row_docids, row_scores, strict=False)]
+        return run

@@ -1,0 +1,162 @@
+"""``python -m ance_ir.encode``: end to end on the toy corpus, resuming, sharding and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TOY_PASSAGES
+
+from ance_ir.cli import run_cli
+from ance_ir.data import InputError
+from ance_ir.encode import Shard
+from ance_ir.encode.__main__ import main
+from ance_ir.index import load_dense_index, stored_vectors
+from ance_ir.modeling import DenseEncoder
+
+DOCIDS = list(TOY_PASSAGES)
+
+
+def encode(corpus, model, output, *extra: str) -> None:
+    main(["--corpus", str(corpus), "--encoder", str(model), "--output", str(output), "--quiet", *extra])
+
+
+def vectors_of(folder) -> np.ndarray:
+    return stored_vectors(load_dense_index(folder))
+
+
+@pytest.fixture()
+def count_encoded(monkeypatch):
+    """Record each ``encode_passages`` call's passage count; raise Ctrl-C on call number ``spy.stop``."""
+    calls: list[int] = []
+    original = DenseEncoder.encode_passages
+
+    def spy(self, texts, *args, **kwargs):
+        if len(calls) == spy.stop:
+            raise KeyboardInterrupt
+        calls.append(len(texts))
+        return original(self, texts, *args, **kwargs)
+
+    spy.stop = None
+    monkeypatch.setattr(DenseEncoder, "encode_passages", spy)
+    return calls, spy
+
+
+def test_encode_writes_a_pyserini_index_with_meta(tmp_path, toy_collection, tiny_bert_dir):
+    out = tmp_path / "indexes" / "toy"
+    encode(toy_collection["corpus"], tiny_bert_dir, out, "--chunk-size", "3", "--pooling", "mean")
+    assert sorted(p.name for p in out.iterdir()) == ["docid", "index", "meta.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["toy"]  # work folder gone
+    dense = load_dense_index(out)
+    assert dense.docids == DOCIDS
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["encoder"] == str(tiny_bert_dir.resolve()) and meta["pooling"] == "mean"
+    assert meta["normalize"] is False and meta["dimension"] == 32 and meta["count"] == len(DOCIDS)
+    assert meta["corpus"] == str(toy_collection["corpus"].resolve()) and len(meta["corpus_sha256"]) == 64
+    assert meta["index_type"] == "flat" and meta["shard"] is None
+    encoder = DenseEncoder.from_pretrained(str(tiny_bert_dir), pooling="mean")
+    np.testing.assert_allclose(vectors_of(out), encoder.encode_passages(list(TOY_PASSAGES.values())),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, tiny_bert_dir, count_encoded):
+    calls, spy = count_encoded
+    corpus, out = toy_collection["corpus"], tmp_path / "toy"
+    spy.stop = 1  # Ctrl-C while encoding the second of three chunks
+    with pytest.raises(KeyboardInterrupt):
+        encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
+    partial = tmp_path / "toy.partial"
+    assert not out.exists()
+    assert sorted(p.name for p in partial.iterdir()) == ["chunk-00000.docid", "chunk-00000.npy", "job.json"]
+
+    spy.stop = None
+    calls.clear()
+    encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
+    assert calls == [3, 2]  # only the unfinished chunks were encoded
+    assert not partial.exists() and load_dense_index(out).docids == DOCIDS
+
+    encode(corpus, tiny_bert_dir, tmp_path / "uninterrupted", "--chunk-size", "3")
+    np.testing.assert_array_equal(vectors_of(out), vectors_of(tmp_path / "uninterrupted"))
+
+
+def test_resume_refuses_a_different_job(tmp_path, toy_collection, tiny_bert_dir, count_encoded, capsys):
+    _, spy = count_encoded
+    corpus, out = toy_collection["corpus"], tmp_path / "toy"
+    spy.stop = 1
+    with pytest.raises(KeyboardInterrupt):
+        encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
+    spy.stop = None
+    with pytest.raises(InputError, match=r"toy.partial: holds an unfinished job with a different encoder_co"):
+        encode(corpus, tiny_bert_dir, out, "--chunk-size", "3", "--normalize")
+    with pytest.raises(InputError, match="different chunk_size"):
+        encode(corpus, tiny_bert_dir, out, "--chunk-size", "4")
+    with open(corpus, "a") as f:
+        f.write(json.dumps({"id": "d9", "contents": "a new passage"}) + "\n")
+    argv = ["--corpus", str(corpus), "--encoder", str(tiny_bert_dir), "--output", str(out), "--chunk-size=3"]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, argv)
+    assert exit_info.value.code == 2
+    assert "different corpus_sha256" in capsys.readouterr().err
+    assert not out.exists() and (tmp_path / "toy.partial" / "chunk-00000.npy").is_file()
+
+
+def test_shards_merge_into_the_unsharded_index(tmp_path, toy_collection, tiny_bert_dir):
+    corpus = toy_collection["corpus"]
+    encode(corpus, tiny_bert_dir, tmp_path / "full", "--chunk-size", "2")
+    for i in (1, 0):
+        encode(corpus, tiny_bert_dir, tmp_path / f"shard{i}", "--chunk-size", "2", "--shard", f"{i}/2")
+    shard1 = load_dense_index(tmp_path / "shard1")
+    assert shard1.docids == DOCIDS[4:]
+    assert shard1.meta["shard"] == {"index": 1, "count": 2, "start": 4, "stop": 8}
+    assert (tmp_path / "shard1" / "vectors.npy").is_file()
+
+    shards = [str(tmp_path / "shard1"), str(tmp_path / "shard0")]
+    main(["merge", "--inputs", *shards, "--output", str(tmp_path / "m")])
+    merged, full = load_dense_index(tmp_path / "m"), load_dense_index(tmp_path / "full")
+    assert merged.docids == full.docids == DOCIDS
+    assert merged.meta["corpus_sha256"] == full.meta["corpus_sha256"]
+    np.testing.assert_array_equal(stored_vectors(merged), stored_vectors(full))
+
+    main(["merge", "--inputs", *shards, "--output", str(tmp_path / "h"), "--index-type", "hnsw"])
+    assert load_dense_index(tmp_path / "h").meta["index_type"] == "hnsw"
+
+
+def test_shard_positions_cover_the_corpus_once():
+    assert [list(Shard(i, 3).positions(8)) for i in range(3)] == [[0, 1], [2, 3, 4], [5, 6, 7]]
+    assert Shard.parse("2/4") == Shard(2, 4)
+
+
+@pytest.mark.parametrize("spec", ["2/2", "1", "a/b", "1/-2", "0/0", "1/2/3"])
+def test_bad_shard_spec_is_rejected(tmp_path, toy_collection, tiny_bert_dir, capsys, spec):
+    with pytest.raises(SystemExit) as exit_info:
+        encode(toy_collection["corpus"], tiny_bert_dir, tmp_path / "x", "--shard", spec)
+    assert exit_info.value.code == 2
+    assert "argument --shard: shard" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"id": "a", "contents": "x"}', '{"id": "b", "contents": "y"}', "{not json"], ":3: malformed JSON"),
+    (['{"id": "a", "contents": "x"}', '{"id": "a", "contents": "y"}'], ":2: duplicate id 'a'"),
+    (['{"id": "a b", "contents": "x"}'], ": docid 'a b' is empty or contains whitespace"),
+])
+def test_bad_corpus_fails_with_one_line_and_leaves_nothing(tmp_path, tiny_bert_dir, capsys, lines, message):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    argv = ["--corpus", str(corpus), "--encoder", str(tiny_bert_dir), "--output", str(tmp_path / "ix" / "x")]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {corpus}{message}")
+    assert not (tmp_path / "ix").exists()
+
+
+def test_missing_corpus_and_existing_output_are_errors(tmp_path, toy_collection, tiny_bert_dir):
+    with pytest.raises(InputError, match="absent.jsonl: no such corpus file"):
+        encode(tmp_path / "absent.jsonl", tiny_bert_dir, tmp_path / "ix")
+    (tmp_path / "ix").mkdir()
+    with pytest.raises(ValueError, match="already exists; pass --force"):
+        encode(toy_collection["corpus"], tiny_bert_dir, tmp_path / "ix")
+    encode(toy_collection["corpus"], tiny_bert_dir, tmp_path / "ix", "--force")
+    assert load_dense_index(tmp_path / "ix").docids == DOCIDS

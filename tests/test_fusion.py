@@ -1,0 +1,66 @@
+"""Fusion agrees with Pyserini: HybridSearcher's min-fill interpolation and pyserini.fusion's RRF."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from ance_ir.data import read_run, write_run
+from ance_ir.fusion import interpolate, reciprocal_rank_fusion
+
+
+def _random_run(seed: int, n: int = 30) -> dict:
+    rng = random.Random(seed)
+    return {q: sorted(((f"d{i}", rng.uniform(-5, 5)) for i in rng.sample(range(60), n)), key=lambda h: -h[1])
+            for q in ("q1", "q2")}
+
+
+def test_interpolation_matches_pyserini_hybrid_searcher():
+    from pyserini.search.hybrid import HybridSearcher
+
+    sparse, dense = _random_run(1), _random_run(2)
+    alpha = 0.3
+    ours = interpolate(sparse, dense, alpha, 1.0, depth=None, k=20)
+    for qid in sparse:
+        dense_hits, sparse_hits = ([SimpleNamespace(docid=d, score=s) for d, s in run[qid]] for run in (dense, sparse))
+        theirs = HybridSearcher._hybrid_results(dense_hits, sparse_hits, alpha, 20)
+        assert [d for d, _ in ours[qid]] == [h.docid for h in theirs]
+        assert [s for _, s in ours[qid]] == pytest.approx([h.score for h in theirs])
+
+
+def test_missing_document_takes_the_lists_minimum():
+    fused = interpolate({"q": [("a", 10.0), ("b", 4.0)]}, {"q": [("b", 0.9), ("c", 0.5)]}, 0.5, 0.5)
+    assert dict(fused["q"]) == pytest.approx({"a": 0.5 * 10 + 0.5 * 0.5, "b": 0.5 * 4 + 0.5 * 0.9,
+                                              "c": 0.5 * 4 + 0.5 * 0.5})
+    only_one = interpolate({"q": [("a", 1.0)]}, {}, 0.5, 0.5)
+    assert only_one == {"q": [("a", 0.5)]}
+
+
+def test_rrf_by_hand():
+    a = {"q": [("x", 9.0), ("y", 8.0), ("z", 7.0)]}
+    b = {"q": [("z", 3.0), ("x", 2.0)]}
+    fused = dict(reciprocal_rank_fusion([a, b], rrf_k=60)["q"])
+    assert fused == pytest.approx({"x": 1 / 61 + 1 / 62, "z": 1 / 63 + 1 / 61, "y": 1 / 62})
+    assert [d for d, _ in reciprocal_rank_fusion([a, b], rrf_k=60)["q"]] == ["x", "z", "y"]
+
+
+def test_cli(tmp_path):
+    write_run(_random_run(1), tmp_path / "a.trec")
+    write_run(_random_run(2), tmp_path / "b.trec")
+    for method in ("interpolation", "rrf"):
+        out = tmp_path / f"{method}.trec"
+        result = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", str(tmp_path / "a.trec"),
+                                 str(tmp_path / "b.trec"), "--method", method, "--k", "10", "--output", str(out)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        fused = read_run(out)
+        assert set(fused) == {"q1", "q2"} and all(len(r) == 10 for r in fused.values())
+    three = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", *[str(tmp_path / "a.trec")] * 3,
+                            "--method", "interpolation", "--output", str(tmp_path / "x.trec")],
+                           capture_output=True, text=True)
+    assert three.returncode == 2 and "exactly two runs" in three.stderr
+    assert not (tmp_path / "x.trec").exists()

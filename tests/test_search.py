@@ -1,0 +1,78 @@
+"""Dense and hybrid search end to end on the toy collection with a tiny random BERT."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ance_ir.data import read_run, read_topics_tsv
+from ance_ir.search.__main__ import main as search_main
+
+
+@pytest.fixture()
+def toy_dense_index(toy_collection, tiny_bert_dir, tmp_path):
+    from ance_ir.encode.__main__ import main as encode_main
+
+    out = tmp_path / "toy.dense"
+    assert encode_main(["--corpus", str(toy_collection["corpus"]), "--encoder", str(tiny_bert_dir),
+                        "--output", str(out), "--pooling", "mean", "--quiet"]) == 0
+    return out
+
+
+def test_search_writes_run_and_uses_meta_encoder(toy_dense_index, toy_collection, tmp_path, capsys):
+    out = tmp_path / "dense.trec"
+    assert search_main(["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index),
+                        "--output", str(out), "--hits", "5", "--qrels", str(toy_collection["qrels"])]) == 0
+    run = read_run(out)
+    assert set(run) == {"q1", "q2", "q3"} and all(len(hits) == 5 for hits in run.values())
+    assert out.read_text().split("\n")[0].endswith(" dense")
+    assert "ndcg@10" in capsys.readouterr().out
+
+
+def test_pyserini_faiss_searcher_returns_the_same_top10(toy_dense_index, toy_collection, tiny_bert_dir, tmp_path):
+    from pyserini.search.faiss import FaissSearcher
+
+    from ance_ir.modeling.pyserini_adapters import AnceIrQueryEncoder
+
+    out = tmp_path / "ours.trec"
+    search_main(["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index),
+                 "--output", str(out), "--hits", "10"])
+    ours = read_run(out)
+    topics = read_topics_tsv(toy_collection["topics"])
+    searcher = FaissSearcher(str(toy_dense_index), AnceIrQueryEncoder(str(tiny_bert_dir), pooling="mean"))
+    theirs = searcher.batch_search(list(topics.values()), list(topics), k=10)
+    for qid in topics:
+        assert [h.docid for h in theirs[qid]] == [d for d, _ in ours[qid]]
+        assert [float(h.score) for h in theirs[qid]] == pytest.approx([s for _, s in ours[qid]], abs=1e-5)
+        single = searcher.search(topics[qid], k=10)
+        assert [h.docid for h in single] == [d for d, _ in ours[qid]]
+
+
+def test_hybrid_interpolation_and_rrf(toy_dense_index, toy_collection, tmp_path):
+    from ance_ir.bm25 import build_lucene_index
+
+    lucene = build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
+    base = ["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index), "--hits", "8"]
+    search_main([*base, "--output", str(tmp_path / "dense.trec")])
+    search_main([*base, "--output", str(tmp_path / "bm25only.trec"), "--bm25-index", str(lucene),
+                 "--alpha", "1.0"])
+    search_main([*base, "--output", str(tmp_path / "rrf.trec"), "--bm25-index", str(lucene), "--fusion", "rrf"])
+    dense, bm25_only, rrf = (read_run(tmp_path / f"{n}.trec") for n in ("dense", "bm25only", "rrf"))
+    assert bm25_only["q2"][0][0] == "d3"  # alpha=1 keeps only BM25's scores: "bread" is lexical
+    assert {d for d, _ in rrf["q1"]} >= {d for d, _ in dense["q1"]} & {d for d, _ in bm25_only["q1"]}
+    assert all(0 < s < 2 / 61 for hits in rrf.values() for _, s in hits)
+
+
+def test_missing_index_and_offline_prebuilt_name(toy_collection, tmp_path):
+    args = [sys.executable, "-m", "ance_ir.search", "--topics", str(toy_collection["topics"]), "--output",
+            str(tmp_path / "x.trec"), "--index"]
+    missing = subprocess.run([*args, str(tmp_path / "nope")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no such dense index folder" in missing.stderr
+    prebuilt = subprocess.run([*args, "msmarco-v1-passage.tct_colbert-v2-hnp", "--encoder", "minilm"],
+                              capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+                                                                   "HOME": str(tmp_path)})
+    assert prebuilt.returncode == 2, prebuilt.stderr[-500:]
+    assert "could not download Pyserini prebuilt index" in prebuilt.stderr
+    assert not (tmp_path / "x.trec").exists()
