@@ -48,7 +48,10 @@ def alternating_medians(tasks: dict[str, Callable[[], object]], repeats: int) ->
 
 
 def command_line() -> str:
-    return "python " + " ".join([sys.argv[0], *sys.argv[1:]])
+    """The command that is running, as ``python -m bench.NAME ARGS`` from the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    module = ".".join(script.relative_to(Path(__file__).resolve().parents[1]).with_suffix("").parts)
+    return " ".join(["python -m", module, *sys.argv[1:]])
 
 
 def write_section(path: str | Path, marker: str, body: str) -> None:

@@ -64,3 +64,15 @@ def test_cli(tmp_path):
                            capture_output=True, text=True)
     assert three.returncode == 2 and "exactly two runs" in three.stderr
     assert not (tmp_path / "x.trec").exists()
+
+
+def test_alpha_sweep_picks_the_best_weight():
+    from ance_ir.fusion.tune import best_alpha, sweep_alpha
+
+    qrels = {"q": {"good": 1}}
+    lexical = {"q": [("good", 3.0), ("bad", 1.0)]}
+    semantic = {"q": [("bad", 0.9), ("good", 0.1)]}
+    sweep = sweep_alpha(lexical, semantic, qrels, alphas=(0.0, 0.1, 0.5, 1.0))
+    assert [a for a, _ in sweep] == [0.0, 0.1, 0.5, 1.0]
+    assert sweep[0][1] < 1.0 and sweep[2][1] == 1.0
+    assert best_alpha(sweep) == 0.5

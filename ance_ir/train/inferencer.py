@@ -1,0 +1,90 @@
+"""``python -m ance_ir.train.inferencer OUTPUT``: ANCE's asynchronous inferencer for a training run.
+
+    python -m ance_ir.train.inferencer runs/ance            # follow the run until its trainer stops it
+    python -m ance_ir.train.inferencer runs/ance --once     # refresh the newest checkpoint, then exit
+
+It loops: take the newest complete checkpoint newer than the last one refreshed (older ones are skipped),
+refresh it (:func:`ance_ir.train.refresh.refresh`), publish. It stops when ``OUTPUT/inferencer.stop``
+appears (``drain``: after refreshing the newest checkpoint; ``now``: before starting another refresh) or,
+when given ``--parent-pid``, when that trainer process is gone. ``OUTPUT/inferencer.json`` tells what it
+is doing. The trainer starts it by itself in ``refresh_mode: async``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from transformers.utils import logging as hf_logging
+
+from ance_ir.cli import run_cli
+from ance_ir.train.arguments import TrainConfig
+from ance_ir.train.checkpoint import latest_checkpoint, step_of
+from ance_ir.train.distributed import pick_device
+from ance_ir.train.layout import RunDir
+from ance_ir.train.refresh import RefreshJob, describe, refresh
+from ance_ir.train.store import RefreshRecords, read_stop, write_status
+
+
+def serve(output: str | Path, once: bool = False, parent_pid: int | None = None, poll: float = 0.5,
+          device: str | None = None) -> int:
+    """Refresh checkpoints of the run in ``output`` as they appear; return how many were refreshed."""
+    run = RunDir(Path(output))
+    hf_logging.disable_progress_bar()
+    config = TrainConfig.load(run.config)
+    job = RefreshJob.from_config(config)
+    if not (job.mine or job.eval_topics):
+        print(f"{run.root}: nothing to refresh (no ANCE negatives, no eval_topics)", file=sys.stderr)
+        return 0
+    target = pick_device(device or config.inferencer_device or config.device)
+    done = max(RefreshRecords(run.refresh).steps(), default=-1)
+    count = 0
+    while True:
+        stop = read_stop(run)
+        if stop == "now":
+            break
+        if parent_pid is not None and os.getppid() != parent_pid:
+            print("the trainer is gone; stopping", file=sys.stderr)
+            break
+        newest = latest_checkpoint(run)
+        if newest is not None and step_of(newest) > done:
+            write_status(run, "refreshing", step_of(newest))
+            try:
+                record = refresh(newest, job, run, target, "async")
+            except (OSError, ValueError):
+                write_status(run, "idle", done)
+                if newest.exists():
+                    raise
+                continue  # deleted by keep_checkpoints while it was being read; take the next newest
+            done, count = record["step"], count + 1
+            write_status(run, "idle", done)
+            print(describe(record), file=sys.stderr, flush=True)
+            if not once:
+                continue
+        elif once and newest is not None:
+            print(f"checkpoint {newest.name} is already refreshed", file=sys.stderr)
+        if once or stop == "drain":
+            break
+        time.sleep(poll)
+    write_status(run, "stopped", done)
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ance_ir.train.inferencer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", help="the training run folder (holds config.json and checkpoints/)")
+    parser.add_argument("--once", action="store_true", help="refresh the newest checkpoint if needed, then exit")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process (the trainer) is gone")
+    parser.add_argument("--poll", type=float, default=0.5, help="seconds between looks for a new checkpoint")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the run's inferencer_device/device)")
+    args = parser.parse_args(argv)
+    serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,230 @@
+"""Negative sampling strategies, chosen by name from :data:`NEGATIVE_STRATEGIES`.
+
+Every strategy answers ``sample(qid, exclude, n, rng)``: ``n`` distinct corpus passages for the query,
+none of them in ``exclude`` (the passages judged relevant to it). Strategies with a candidate list
+(bm25, dpr, ance, static) draw uniformly from its top ``negative_depth`` entries and top up with random
+corpus passages when a query has fewer than ``n`` candidates left. A new strategy is one subclass with a
+``name``, decorated with :func:`register_negatives`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ance_ir.data import InputError
+from ance_ir.data.corpus import is_tsv
+from ance_ir.data.lines import iter_lines, split_columns
+
+if TYPE_CHECKING:
+    from ance_ir.train.arguments import TrainConfig
+    from ance_ir.train.dataset import TrainData
+    from ance_ir.train.distributed import Distributed
+    from ance_ir.train.layout import RunDir
+
+NEGATIVE_STRATEGIES: dict[str, type[NegativeSampler]] = {}
+
+
+def register_negatives(cls: type[NegativeSampler]) -> type[NegativeSampler]:
+    """Class decorator: make a strategy selectable by its ``name``."""
+    NEGATIVE_STRATEGIES[cls.name] = cls
+    return cls
+
+
+class NegativeSampler(ABC):
+    """Draws negatives for a query from the corpus ``docids``."""
+
+    name: ClassVar[str]
+    sampled: ClassVar[bool] = True  # False: no sampled negatives (n is forced to 0)
+    forces_in_batch: ClassVar[bool] = False  # True: in-batch negatives are always on
+    refreshed: ClassVar[bool] = False  # True: candidates come from ANN refreshes of the model being trained
+
+    def __init__(self, docids: Sequence[str]):
+        self.docids = list(docids)
+        self._docset = frozenset(self.docids)
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        """Build the strategy for a run (rank 0 does any expensive work, see ``dist.on_main``)."""
+        return cls(data.docids)
+
+    @abstractmethod
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        """``n`` distinct negatives for ``qid``, none in ``exclude``."""
+
+    def random_fill(self, qid: str, chosen: list[str], exclude: Collection[str], n: int,
+                    rng: random.Random) -> list[str]:
+        """``chosen`` topped up with uniformly drawn corpus passages (not excluded, not chosen) to ``n``."""
+        if len(chosen) >= n:
+            return chosen
+        taken = set(chosen)
+        available = len(self.docids) - len(taken) - sum(d in self._docset and d not in taken for d in exclude)
+        if available < n - len(chosen):
+            raise ValueError(f"query {qid!r}: the corpus has too few passages not judged relevant for "
+                             f"{n} negatives; lower n_negatives")
+        while len(chosen) < n:
+            docid = self.docids[rng.randrange(len(self.docids))]
+            if docid not in taken and docid not in exclude:
+                taken.add(docid)
+                chosen.append(docid)
+        return chosen
+
+
+@register_negatives
+class RandomNegatives(NegativeSampler):
+    """Uniform over the corpus minus the query's judged-relevant passages (the paper's Rand Neg)."""
+
+    name = "random"
+
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        return self.random_fill(qid, [], exclude, n, rng)
+
+
+@register_negatives
+class InBatchNegatives(NegativeSampler):
+    """No sampled negatives: the other queries' positives in the batch are the negatives."""
+
+    name = "inbatch"
+    sampled = False
+    forces_in_batch = True
+
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        return []
+
+
+class CandidateNegatives(NegativeSampler):
+    """``n`` drawn uniformly from each query's top ``depth`` candidates (best first)."""
+
+    def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int):
+        super().__init__(docids)
+        self.candidates, self.depth = candidates, depth
+
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        pool = [d for d in self.candidates.get(qid, ())[:self.depth] if d not in exclude]
+        return self.random_fill(qid, rng.sample(pool, min(n, len(pool))), exclude, n, rng)
+
+
+@register_negatives
+class BM25Negatives(CandidateNegatives):
+    """BM25's top ``negative_depth`` minus the judged-relevant passages (the paper's BM25 Neg, warm-up)."""
+
+    name = "bm25"
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        def search() -> dict[str, list[str]]:
+            from ance_ir.bm25 import bm25_negatives, build_lucene_index
+
+            index = Path(config.bm25_index) if config.bm25_index else run.bm25_index
+            if not config.bm25_index and not any(index.glob("segments*")):
+                build_lucene_index(data.corpus_path, index)
+            exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
+            return bm25_negatives(index, data.queries, exclude, depth=config.negative_depth)
+
+        return cls(data.docids, dist.on_main(search), config.negative_depth)
+
+
+@register_negatives
+class DPRNegatives(BM25Negatives):
+    """BM25 negatives plus in-batch negatives (DPR; the paper's "BM25 + Rand" style baseline)."""
+
+    name = "dpr"
+    forces_in_batch = True
+
+
+@register_negatives
+class AnceNegatives(CandidateNegatives):
+    """The ANN top ``negative_depth`` of the latest refreshed index, positives removed (ANCE).
+
+    Starts empty; the trainer installs each published version with :meth:`update`.
+    """
+
+    name = "ance"
+    refreshed = True
+
+    def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int):
+        super().__init__(docids, candidates, depth)
+        self.version: int | None = None
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        return cls(data.docids, {}, config.negative_depth)
+
+    def update(self, version: int, candidates: dict[str, list[str]]) -> None:
+        """Sample from the negatives mined from the checkpoint of step ``version`` from now on."""
+        self.version, self.candidates = version, candidates
+
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        if self.version is None:
+            raise RuntimeError("ANCE negatives are used before any refresh was published")
+        return super().sample(qid, exclude, n, rng)
+
+
+@register_negatives
+class StaticNegatives(CandidateNegatives):
+    """Negatives read from ``negatives_file`` (see :func:`read_negatives_file`)."""
+
+    name = "static"
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        candidates = read_negatives_file(config.negatives_file, frozenset(data.docids))
+        return cls(data.docids, candidates, config.negative_depth)
+
+
+def read_negatives_file(path: str | Path, docids: Collection[str]) -> dict[str, list[str]]:
+    """Read ranked negatives: JSONL ``{"qid": ..., "negatives": [docid, ...]}`` or TSV ``qid<TAB>docid``.
+
+    TSV (``.tsv``, optionally ``.gz``) lists one negative a line, best first within a query. A malformed
+    line, a docid not in the corpus or a repeated (qid, docid) raises :class:`InputError` naming the line.
+    """
+    out: dict[str, list[str]] = {}
+    seen: set[tuple[str, str]] = set()
+    tsv = is_tsv(path)
+    qid_lines: dict[str, int] = {}
+    for lineno, line in iter_lines(path):
+        if tsv:
+            qid, docid = (c.strip() for c in split_columns(path, lineno, line, "\t", (2,)))
+            entries = [docid]
+        else:
+            qid, entries = _parse_jsonl_negatives(path, lineno, line)
+            if qid in qid_lines:
+                raise InputError(path, f"query {qid!r} already listed on line {qid_lines[qid]}", lineno)
+            qid_lines[qid] = lineno
+        if not qid:
+            raise InputError(path, "empty query id", lineno)
+        ranked = out.setdefault(qid, [])
+        for docid in entries:
+            if docid not in docids:
+                raise InputError(path, f"document {docid!r} is not in the corpus", lineno)
+            if (qid, docid) in seen:
+                raise InputError(path, f"document {docid!r} is listed twice for query {qid!r}", lineno)
+            seen.add((qid, docid))
+            ranked.append(docid)
+    return out
+
+
+def _parse_jsonl_negatives(path: str | Path, lineno: int, line: str) -> tuple[str, list[str]]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
+    if not isinstance(obj, dict) or "qid" not in obj or "negatives" not in obj:
+        raise InputError(path, 'expected an object with "qid" and "negatives"', lineno)
+    qid, negatives = obj["qid"], obj["negatives"]
+    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+        raise InputError(path, '"qid" must be a string or an integer', lineno)
+    if not isinstance(negatives, list) or not all(isinstance(d, (str, int)) and not isinstance(d, bool)
+                                                  for d in negatives):
+        raise InputError(path, '"negatives" must be a list of document ids', lineno)
+    return str(qid).strip(), [str(d) for d in negatives]
+
+
+def build_sampler(config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+    """The strategy named by ``config.negatives``."""
+    return NEGATIVE_STRATEGIES[config.negatives].create(config, data, run, dist)
+

@@ -1,0 +1,135 @@
+"""One ANN refresh, ANCE's inferencer step: checkpoint -> corpus vectors -> faiss index -> negatives + metrics.
+
+The negatives of every training query are the top ``negative_depth`` passages of the new index with the
+query's judged-relevant passages removed; they are published as version = checkpoint step. The eval
+topics are searched in the same index and scored with :func:`ance_ir.eval.evaluate`. The record
+(``refresh/step-N.json``) holds the metrics, the timings of each phase and wall-clock start and end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ance_ir.data import Qrels, Topics
+from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
+from ance_ir.eval import evaluate
+from ance_ir.index import DenseIndex, build_index
+from ance_ir.modeling import DenseEncoder
+from ance_ir.train.checkpoint import step_of
+from ance_ir.train.dataset import TrainData
+from ance_ir.train.layout import RunDir
+from ance_ir.train.negatives import NEGATIVE_STRATEGIES
+from ance_ir.train.store import NegativesStore, RefreshRecords
+
+if TYPE_CHECKING:
+    from ance_ir.train.arguments import TrainConfig
+
+SEARCH_BATCH = 4096  # queries per faiss search call
+
+
+def refresh_needed(config: TrainConfig) -> bool:
+    """Whether checkpoints of this run are refreshed at all: ANCE negatives to mine, or eval topics to score."""
+    return NEGATIVE_STRATEGIES[config.negatives].refreshed or config.eval_topics is not None
+
+
+@dataclass
+class RefreshJob:
+    """What every refresh of a run does: the corpus, the queries to mine for, the topics to evaluate."""
+
+    docids: list[str]
+    passages: list[str]
+    queries: dict[str, str]
+    exclude: dict[str, frozenset[str]]
+    eval_topics: Topics | None
+    eval_qrels: Qrels | None
+    mine: bool
+    depth: int
+    batch_size: int
+    index_type: str
+    eval_hits: int
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
+        """The job of a run (``data``: the trainer's already-loaded data, else it is read here)."""
+        data = data or TrainData.load(config)
+        eval_topics = eval_qrels = None
+        if config.eval_topics:
+            eval_topics = resolve_topics(config.eval_topics)
+            eval_qrels = (resolve_qrels(config.eval_qrels) if config.eval_qrels
+                          else qrels_for_topics(config.eval_topics))
+            if eval_qrels is None:
+                raise ValueError(f"eval_topics {config.eval_topics} is a file; set eval_qrels too")
+            if not set(eval_topics) & set(eval_qrels):
+                raise ValueError(f"eval_qrels judge none of the eval_topics {config.eval_topics}")
+        return cls(data.docids, [data.texts[d] for d in data.docids], data.queries, data.exclude, eval_topics,
+                   eval_qrels, NEGATIVE_STRATEGIES[config.negatives].refreshed, config.negative_depth,
+                   config.encode_batch_size, config.index_type, config.eval_hits)
+
+
+def _search(index: DenseIndex, vectors: np.ndarray, k: int) -> list[tuple[np.ndarray, list[str]]]:
+    out = []
+    for start in range(0, len(vectors), SEARCH_BATCH):
+        scores, docids = index.search(vectors[start:start + SEARCH_BATCH], k)
+        out.extend(zip(scores, docids, strict=True))
+    return out
+
+
+def refresh(checkpoint: Path, job: RefreshJob, run: RunDir, device: torch.device, mode: str) -> dict[str, Any]:
+    """Refresh from ``checkpoint``: publish its negatives (if the job mines) and write its metrics record."""
+    step = step_of(checkpoint)
+    started, clock = time.time(), time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round(now - clock, 3)
+        clock = now
+
+    encoder = DenseEncoder.from_pretrained(checkpoint).to(device)
+    lap("load_s")
+    vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size)
+    lap("encode_s")
+    index = DenseIndex(build_index(vectors, job.index_type), job.docids)
+    lap("index_s")
+    record: dict[str, Any] = {"step": step, "checkpoint": str(checkpoint), "mode": mode, "device": str(device),
+                              "passages": len(job.docids)}
+    if job.mine:
+        qids = list(job.queries)
+        query_vectors = encoder.encode_queries([job.queries[q] for q in qids], batch_size=job.batch_size)
+        extra = max(len(job.exclude.get(q, ())) for q in qids)
+        negatives = {}
+        for qid, (_, ranked) in zip(qids, _search(index, query_vectors, job.depth + extra), strict=True):
+            judged = job.exclude.get(qid, frozenset())
+            negatives[qid] = [d for d in ranked if d not in judged][:job.depth]
+        lap("mine_s")
+        NegativesStore(run.negatives).publish(step, negatives, job.depth)
+        lap("publish_s")
+        record.update(negatives_version=step, queries_mined=len(negatives))
+    if job.eval_topics is not None:
+        qids = list(job.eval_topics)
+        query_vectors = encoder.encode_queries([job.eval_topics[q] for q in qids], batch_size=job.batch_size)
+        ranking = {qid: [(d, float(s)) for d, s in zip(ranked, scores, strict=False)]
+                   for qid, (scores, ranked) in zip(qids, _search(index, query_vectors, job.eval_hits), strict=True)}
+        record["metrics"] = evaluate(job.eval_qrels, ranking)
+        lap("eval_s")
+    record.update(timings=timings, total_s=round(sum(timings.values()), 3), started=round(started, 3),
+                  finished=round(time.time(), 3))
+    RefreshRecords(run.refresh).write(record)
+    return record
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line about a refresh record, for the console."""
+    line = f"refresh of step {record['step']} ({record['mode']}, {record['total_s']:.1f}s)"
+    if "negatives_version" in record:
+        line += f"; negatives v{record['negatives_version']} for {record['queries_mined']} queries"
+    if record.get("metrics"):
+        line += "; " + " ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
+    return line

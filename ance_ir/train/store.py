@@ -1,0 +1,117 @@
+"""What refreshes publish: versioned negatives (``negatives/``), one metrics record per checkpoint
+(``refresh/``), and the inferencer's status and stop files.
+
+All are written to a temporary name and renamed, and readers list only final names, so nothing
+half-written is ever read, even while another process publishes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from ance_ir.data import InputError, atomic_write
+from ance_ir.train.layout import RunDir
+
+_VERSION = re.compile(r"^v-(\d{8})\.json\.gz$")
+_RECORD = re.compile(r"^step-(\d{8})\.json$")
+
+
+def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name)))
+
+
+class NegativesStore:
+    """Negatives ``{qid: [docid, ...best first]}`` published under a version: the checkpoint step they came from."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def path(self, version: int) -> Path:
+        return self.folder / f"v-{version:08d}.json.gz"
+
+    def publish(self, version: int, negatives: dict[str, list[str]], depth: int) -> Path:
+        """Write a version atomically (replacing an identical re-publication)."""
+        path = self.path(version)
+        with atomic_write(path) as f:
+            json.dump({"version": version, "depth": depth, "negatives": negatives}, f)
+        return path
+
+    def versions(self) -> list[int]:
+        return _numbered(self.folder, _VERSION)
+
+    def latest(self) -> int | None:
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def load(self, version: int) -> dict[str, list[str]]:
+        path = self.path(version)
+        if not path.is_file():
+            raise InputError(path, f"negatives version {version} was never published (or was deleted)")
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return json.load(f)["negatives"]
+        except (OSError, EOFError, json.JSONDecodeError, KeyError) as e:
+            raise InputError(path, f"unreadable negatives ({e})") from None
+
+
+class RefreshRecords:
+    """One JSON record per refreshed checkpoint: step, eval metrics, timings (``refresh/step-N.json``)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def write(self, record: dict[str, Any]) -> Path:
+        path = self.folder / f"step-{record['step']:08d}.json"
+        with atomic_write(path) as f:
+            f.write(json.dumps(record, indent=2) + "\n")
+        return path
+
+    def steps(self) -> list[int]:
+        """Steps of the checkpoints refreshed so far."""
+        return _numbered(self.folder, _RECORD)
+
+    def read_all(self) -> list[dict[str, Any]]:
+        """Every record, by step."""
+        records = []
+        for step in self.steps():
+            path = self.folder / f"step-{step:08d}.json"
+            try:
+                records.append(json.loads(path.read_text(encoding="utf-8")))
+            except json.JSONDecodeError as e:
+                raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
+        return records
+
+
+def write_status(run: RunDir, state: str, step: int | None = None) -> None:
+    with atomic_write(run.inferencer_status) as f:
+        json.dump({"state": state, "step": step, "pid": os.getpid(), "since": round(time.time(), 3)}, f)
+
+
+def read_status(run: RunDir) -> dict[str, Any] | None:
+    """The inferencer's last status, or None before it wrote one."""
+    try:
+        return json.loads(run.inferencer_status.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_stop(run: RunDir) -> str | None:
+    """``drain`` or ``now`` once the trainer asked the inferencer to stop."""
+    try:
+        return run.inferencer_stop.read_text(encoding="utf-8").strip() or "now"
+    except OSError:
+        return None
+
+
+def request_stop(run: RunDir, mode: str) -> None:
+    """Ask the inferencer to stop: ``drain`` (after refreshing the newest checkpoint) or ``now``."""
+    with atomic_write(run.inferencer_stop) as f:
+        f.write(mode)

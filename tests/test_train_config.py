@@ -1,0 +1,98 @@
+"""TrainConfig: YAML/JSON files, flag overrides, errors naming file and line, the saved config, resume checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ance_ir.cli import run_cli
+from ance_ir.data import InputError
+from ance_ir.train.__main__ import main as train_main
+from ance_ir.train.arguments import TrainConfig, build_config, check_resumable, parse_args
+
+REQUIRED = "output: runs/x\ncorpus: c.jsonl\ntrain_topics: t.tsv\ntrain_qrels: q.txt\n"
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _file(tmp_path, text, name="train.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_yaml_then_flags(tmp_path):
+    path = _file(tmp_path, REQUIRED + "lr: 1e-5\nbatch_size: 16\nin_batch: true\nmax_steps: 100\n")
+    config, resume = parse_args(["--config", str(path), "--batch-size", "4", "--no-in-batch", "--max-steps",
+                                 "none", "--temperature", "0.05"])
+    assert not resume
+    assert config.lr == 1e-5 and isinstance(config.lr, float)  # PyYAML reads 1e-5 as a string
+    assert config.batch_size == 4 and not config.in_batch and config.max_steps is None
+    assert config.temperature == 0.05 and config.output == "runs/x"
+    assert config.negatives == "ance" and config.n_negatives == 1  # the paper's pairwise setting by default
+
+
+def test_json_config_and_round_trip(tmp_path):
+    path = _file(tmp_path, json.dumps({"output": "o", "corpus": "c", "train_topics": "t", "train_qrels": "q",
+                                       "negatives": "dpr", "pooling": "mean", "normalize": True}), "c.json")
+    config = build_config(path, {})
+    assert config.in_batch and config.encoder_overrides() == {"pooling": "mean", "normalize": True}
+    config.save(tmp_path / "config.json")
+    assert TrainConfig.load(tmp_path / "config.json") == config
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    (REQUIRED + "learning_rate: 1e-5\n", 5, "unknown setting 'learning_rate'"),
+    (REQUIRED + "batch_size: 8\nbatchsize: 4\n", 6, "did you mean 'batch_size'"),
+    (REQUIRED + "batch_size: many\n", 5, "batch_size: must be an integer"),
+    (REQUIRED + "in_batch: maybe\n", 5, "in_batch: must be true or false"),
+    (REQUIRED + "\nnegatives: hard\n", 6, "negatives: must be one of random, inbatch, bm25, dpr, ance, static"),
+    (REQUIRED + "precision: fp8\n", 5, "precision: must be one of fp32, bf16, fp16"),
+    (REQUIRED + "negative_exclude_grade: 3\n", 5, "must not exceed min_positive_grade"),
+    (REQUIRED + "lr: [1\n", 6, "not valid YAML"),
+    (REQUIRED + "lr: 1e-5\nseed: 1\nlr: 2e-5\n", 7, "'lr' given twice \\(first on line 5\\)"),
+    ("- a\n- b\n", 1, "expected a mapping"),
+])
+def test_file_errors_name_file_and_line(tmp_path, text, line, message):
+    path = _file(tmp_path, text)
+    with pytest.raises(InputError, match=message) as error:
+        build_config(path, {})
+    assert str(error.value).startswith(f"{path}:{line}: ")
+
+
+def test_flag_errors_name_the_flag(tmp_path):
+    path = _file(tmp_path, REQUIRED)
+    with pytest.raises(ValueError, match="^--lr: lr: must be a number"):
+        parse_args(["--config", str(path), "--lr", "fast"])
+    with pytest.raises(ValueError, match="refresh_mode: must be one of async, sync"):
+        parse_args(["--config", str(path), "--refresh-mode", "later"])
+    with pytest.raises(ValueError, match="corpus: is required"):
+        parse_args(["--output", "x", "--train-topics", "t", "--train-qrels", "q"])
+    with pytest.raises(ValueError, match="max_staleness.*at least refresh_every"):
+        parse_args(["--config", str(path), "--max-staleness", "5", "--refresh-every", "10"])
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
+    path = _file(tmp_path, REQUIRED.replace("c.jsonl", str(tmp_path / "missing.jsonl"))
+                 .replace("runs/x", str(tmp_path / "run")))
+    with pytest.raises(SystemExit) as done:
+        run_cli(train_main, ["--config", str(path), "--device", "cpu"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "missing.jsonl" in err[-1]
+
+
+def test_resume_allows_only_harmless_changes(tmp_path):
+    base = build_config(_file(tmp_path, REQUIRED), {})
+    assert check_resumable(base, build_config(_file(tmp_path, REQUIRED), {"log_every": "1", "stop_at": "5"}),
+                           tmp_path) == ["stop_at", "log_every"]
+    with pytest.raises(ValueError, match="lr=1e-05, now 0.001"):
+        check_resumable(base, build_config(_file(tmp_path, REQUIRED), {"lr": "1e-3"}), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["bm25-warmup", "ance", "ance-sync", "rand", "inbatch", "bm25", "dpr"])
+def test_example_configs_load(name):
+    config = build_config(CONFIGS / "rag24-mini" / f"{name}.yaml", {})
+    assert config.corpus == "rag24-mini" and config.train_qrels == "rag24-mini-train"
+    assert config.eval_topics == "rag24-mini-test"

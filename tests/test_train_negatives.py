@@ -1,0 +1,178 @@
+"""Negative strategies: positives never sampled, seeded and reproducible, candidate depth, static files, registry."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ance_ir.bm25 import bm25_negatives
+from ance_ir.data import InputError
+from ance_ir.train.arguments import build_config
+from ance_ir.train.dataset import PairStream, TrainData
+from ance_ir.train.distributed import Distributed
+from ance_ir.train.layout import RunDir
+from ance_ir.train.negatives import (
+    NEGATIVE_STRATEGIES,
+    AnceNegatives,
+    CandidateNegatives,
+    NegativeSampler,
+    build_sampler,
+    read_negatives_file,
+    register_negatives,
+)
+
+DOCIDS = [f"d{i}" for i in range(1, 9)]
+
+
+def _config(toy_collection, tmp_path, **settings):
+    values = {"output": str(tmp_path / "run"), "corpus": str(toy_collection["corpus"]),
+              "train_topics": str(toy_collection["topics"]), "train_qrels": str(toy_collection["qrels"]),
+              "min_positive_grade": 1, **settings}
+    return build_config(None, values)
+
+
+def _sampler(toy_collection, tmp_path, **settings):
+    config = _config(toy_collection, tmp_path, **settings)
+    data = TrainData.load(config)
+    return build_sampler(config, data, RunDir(tmp_path / "run"), Distributed.init("cpu")), data
+
+
+def _draws(sampler, exclude, n, seed, times=30, qid="q1"):
+    rng = random.Random(seed)
+    return [sampler.sample(qid, exclude, n, rng) for _ in range(times)]
+
+
+def test_training_pairs_and_exclusions(toy_collection, tmp_path):
+    data = TrainData.load(_config(toy_collection, tmp_path, min_positive_grade=2, negative_exclude_grade=1))
+    assert data.pairs == [("q1", "d1"), ("q2", "d3"), ("q3", "d5"), ("q3", "d6")]
+    assert data.exclude["q1"] == {"d1", "d2"}  # d2 (grade 1) is no positive, but never a negative either
+    assert data.docids == DOCIDS and data.texts["d3"].startswith("a recipe")
+
+
+def test_pair_stream_is_seeded_and_resumable():
+    stream = PairStream(5, seed=7)
+    first = stream.take(3)
+    state = stream.state_dict()
+    rest = stream.take(9)
+    assert sorted(first + rest[:2]) == list(range(5))  # an epoch is a permutation
+    assert stream.epoch == 2 and stream.epochs_done == pytest.approx(2.4)
+    again = PairStream(5, seed=7)
+    again.load_state_dict(state)
+    assert again.take(9) == rest
+    assert PairStream(5, seed=8).take(5) != PairStream(5, seed=7).take(5)
+    with pytest.raises(ValueError, match="seed 7"):
+        PairStream(5, seed=9).load_state_dict(state)
+
+
+def test_random_excludes_positives_and_is_reproducible(toy_collection, tmp_path):
+    sampler, _ = _sampler(toy_collection, tmp_path, negatives="random")
+    exclude = frozenset({"d1", "d2"})
+    draws = _draws(sampler, exclude, 3, seed=1)
+    assert all(len(set(d)) == 3 and not set(d) & exclude for d in draws)
+    assert {d for draw in draws for d in draw} == set(DOCIDS) - exclude  # uniform over the rest
+    assert draws == _draws(sampler, exclude, 3, seed=1)
+    assert draws != _draws(sampler, exclude, 3, seed=2)
+    with pytest.raises(ValueError, match="too few passages"):
+        sampler.sample("q1", exclude, 7, random.Random(0))
+
+
+def test_candidates_come_from_the_top_depth_then_random(toy_collection, tmp_path):
+    sampler = CandidateNegatives(DOCIDS, {"q1": ["d2", "d5", "d6", "d7", "d8"]}, depth=3)
+    exclude = frozenset({"d1", "d2"})
+    draws = _draws(sampler, exclude, 2, seed=3)
+    assert {d for draw in draws for d in draw} == {"d5", "d6"}  # top 3 minus the excluded d2
+    topped_up = _draws(sampler, exclude, 4, seed=3)
+    assert all(set(d[:2]) == {"d5", "d6"} and not set(d) & exclude and len(set(d)) == 4 for d in topped_up)
+    unknown = _draws(sampler, exclude, 2, seed=3, qid="q9")  # no candidates: random
+    assert all(not set(d) & exclude for d in unknown)
+    assert topped_up == _draws(sampler, exclude, 4, seed=3)
+
+
+def test_ance_samples_only_after_a_version_is_installed(toy_collection, tmp_path):
+    sampler, _ = _sampler(toy_collection, tmp_path, negatives="ance", negative_depth=2)
+    assert isinstance(sampler, AnceNegatives) and sampler.version is None
+    with pytest.raises(RuntimeError, match="before any refresh"):
+        sampler.sample("q1", frozenset(), 1, random.Random(0))
+    sampler.update(200, {"q1": ["d4", "d3", "d8"]})
+    assert sampler.version == 200
+    assert {d for draw in _draws(sampler, frozenset({"d1"}), 1, 0) for d in draw} == {"d4", "d3"}
+
+
+def test_inbatch_and_dpr_force_in_batch(toy_collection, tmp_path):
+    inbatch = _config(toy_collection, tmp_path, negatives="inbatch", n_negatives=3)
+    assert inbatch.in_batch and inbatch.n_negatives == 0
+    sampler, _ = _sampler(toy_collection, tmp_path, negatives="inbatch")
+    assert sampler.sample("q1", frozenset(), 0, random.Random(0)) == []
+    assert _config(toy_collection, tmp_path, negatives="dpr").in_batch
+    assert not _config(toy_collection, tmp_path, negatives="bm25").in_batch
+    with pytest.raises(ValueError, match="would have no negatives"):
+        _config(toy_collection, tmp_path, negatives="random", n_negatives=0)
+
+
+def test_bm25_negatives_from_a_lucene_index_built_in_the_run(toy_collection, tmp_path):
+    sampler, data = _sampler(toy_collection, tmp_path, negatives="bm25", negative_depth=4)
+    index = RunDir(tmp_path / "run").bm25_index
+    assert any(index.glob("segments*"))
+    expected = bm25_negatives(index, data.queries, {q: sorted(e) for q, e in data.exclude.items()}, depth=4)
+    assert sampler.candidates == expected
+    for qid, exclude in data.exclude.items():
+        draws = _draws(sampler, exclude, 2, seed=0, qid=qid)
+        assert all(not set(d) & exclude for d in draws)
+        assert {d for draw in draws for d in draw} <= set(expected[qid][:4]) | set(DOCIDS)
+
+
+def test_static_files_jsonl_and_tsv(toy_collection, tmp_path):
+    jsonl = tmp_path / "negs.jsonl"
+    jsonl.write_text('{"qid": "q1", "negatives": ["d7", "d8"]}\n{"qid": 2, "negatives": []}\n')
+    assert read_negatives_file(jsonl, DOCIDS) == {"q1": ["d7", "d8"], "2": []}
+    tsv = tmp_path / "negs.tsv"
+    tsv.write_text("q1\td8\nq1\td7\nq2\td5\n")
+    assert read_negatives_file(tsv, DOCIDS) == {"q1": ["d8", "d7"], "q2": ["d5"]}
+    sampler, _ = _sampler(toy_collection, tmp_path, negatives="static", negatives_file=str(tsv))
+    assert {d for draw in _draws(sampler, frozenset({"d1"}), 1, 0) for d in draw} == {"d7", "d8"}
+
+
+@pytest.mark.parametrize(("name", "content", "line", "message"), [
+    ("a.jsonl", '{"qid": "q1", "negatives": ["d2"]}\n{"qid": "q2", "negatives": [\n', 2, "malformed JSON"),
+    ("b.jsonl", '{"qid": "q1"}\n', 1, '"qid" and "negatives"'),
+    ("c.jsonl", '{"qid": "q1", "negatives": "d2"}\n', 1, "list of document ids"),
+    ("d.jsonl", '{"qid": "q1", "negatives": ["d2"]}\n\n{"qid": "q1", "negatives": ["d3"]}\n', 3,
+     "already listed on line 1"),
+    ("e.jsonl", '{"qid": "q1", "negatives": ["d2", "nope"]}\n', 1, "'nope' is not in the corpus"),
+    ("f.tsv", "q1\td2\nq1 d3\n", 2, "expected 2 columns"),
+    ("g.tsv", "q1\td2\nq2\td2\nq1\td2\n", 3, "listed twice"),
+])
+def test_static_file_errors_name_file_and_line(tmp_path, name, content, line, message):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(InputError, match=message) as error:
+        read_negatives_file(path, DOCIDS)
+    assert str(error.value).startswith(f"{path}:{line}: ")
+
+
+def test_a_new_strategy_is_one_registered_class(toy_collection, tmp_path):
+    @register_negatives
+    class Last(NegativeSampler):
+        """The last n passages of the corpus that are not excluded."""
+
+        name = "test-last"
+
+        def sample(self, qid, exclude, n, rng):
+            return [d for d in reversed(self.docids) if d not in exclude][:n]
+
+    try:
+        sampler, _ = _sampler(toy_collection, tmp_path, negatives="test-last", n_negatives=2)
+        assert sampler.sample("q1", frozenset({"d8"}), 2, random.Random(0)) == ["d7", "d6"]
+    finally:
+        del NEGATIVE_STRATEGIES["test-last"]
+    with pytest.raises(ValueError, match="negatives: must be one of"):
+        _config(toy_collection, tmp_path, negatives="test-last")
+
+
+def test_static_requires_a_file(toy_collection, tmp_path):
+    with pytest.raises(ValueError, match="negatives_file: is required"):
+        _config(toy_collection, tmp_path, negatives="static")
+    missing = _config(toy_collection, tmp_path, negatives="static", negatives_file=str(tmp_path / "no.jsonl"))
+    with pytest.raises(InputError, match="no such file"):
+        build_sampler(missing, TrainData.load(missing), RunDir(tmp_path), Distributed.init("cpu"))
