@@ -27,12 +27,23 @@ test-all: install
 lint: install
 	$(BIN)/ruff check ance_ir tests bench
 
-demo: install
+# The main job on the built-in data: BM25, zero-shot dense retrieval and their hybrid on rag24-mini.
+# Indexes are file targets, so a second `make demo` reuses them.
+indexes/rag24-mini.lucene: | $(STAMP)
 	$(BIN)/python -m ance_ir.datasets fetch rag24-mini
-	$(BIN)/python -m ance_ir.bm25 index --corpus rag24-mini --output indexes/rag24-mini.lucene
+	$(BIN)/python -m ance_ir.bm25 index --corpus rag24-mini --output $@
+
+indexes/rag24-mini.minilm: | $(STAMP)
+	$(BIN)/python -m ance_ir.encode --corpus rag24-mini --encoder minilm --output $@
+
+demo: indexes/rag24-mini.lucene indexes/rag24-mini.minilm
 	$(BIN)/python -m ance_ir.bm25 search --index indexes/rag24-mini.lucene --topics rag24-mini-test \
-		--output runs/bm25.trec
-	$(BIN)/python -m ance_ir.eval --qrels rag24-mini-test --run runs/bm25.trec
+		--output runs/bm25.test.trec
+	$(BIN)/python -m ance_ir.eval --qrels rag24-mini-test --run runs/bm25.test.trec
+	$(BIN)/python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.minilm \
+		--output runs/minilm.test.trec
+	$(BIN)/python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.minilm \
+		--bm25-index indexes/rag24-mini.lucene --alpha 0.05 --output runs/hybrid.test.trec
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,7 +10,6 @@ and negatives staleness with training speed. Works on a run that is still traini
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ance_ir.cli import run_cli
@@ -33,4 +32,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    run_cli(main)
