@@ -1,6 +1,7 @@
 """Readers and writers for corpora, topics, qrels and runs; every bad line raises :class:`InputError`."""
 
 from ance_ir.data.atomic import atomic_directory, atomic_write
+from ance_ir.data.checksum import sha256_file
 from ance_ir.data.corpus import Passage, iter_corpus, load_corpus, write_corpus
 from ance_ir.data.errors import InputError
 from ance_ir.data.qrels import Qrels, positives, read_qrels, write_qrels
@@ -9,6 +10,6 @@ from ance_ir.data.topics import Topics, read_topics_tsv, write_topics_tsv
 
 __all__ = [
     "InputError", "Passage", "Qrels", "Run", "Topics", "atomic_directory", "atomic_write", "iter_corpus",
-    "load_corpus", "positives", "read_qrels", "read_run", "read_topics_tsv", "truncate", "write_corpus",
+    "load_corpus", "positives", "read_qrels", "read_run", "read_topics_tsv", "sha256_file", "truncate", "write_corpus",
     "write_qrels", "write_run", "write_topics_tsv",
 ]

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from ance_ir.data.checksum import sha256_file
+
 
 def ance_ir_home() -> Path:
     return Path(os.environ.get("ANCE_IR_HOME", Path.home() / ".cache" / "ance_ir")).expanduser()
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pip_download(requirement: str, filename: str, sha256: str, sdist: bool = False) -> Path:

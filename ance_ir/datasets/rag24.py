@@ -22,7 +22,8 @@ from ance_ir.data import (
     write_qrels,
     write_topics_tsv,
 )
-from ance_ir.datasets.home import pip_download, sha256_file
+from ance_ir.data.checksum import sha256_file
+from ance_ir.datasets.home import pip_download
 
 NAME = "rag24-mini"
 SDIST = "ir_axioms-1.2.5.tar.gz"

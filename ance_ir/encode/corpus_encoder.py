@@ -12,7 +12,6 @@ process is how a ``torch.distributed`` launcher would split the work (``Shard(ra
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from ance_ir.data import InputError, Passage, atomic_write, iter_corpus
+from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, sha256_file
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -59,15 +58,6 @@ class Shard:
     def positions(self, total: int) -> range:
         """The corpus positions of this shard in a corpus of ``total`` passages."""
         return range(self.index * total // self.count, (self.index + 1) * total // self.count)
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def work_folder(output: str | Path) -> Path:
@@ -156,7 +146,7 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
     positions = shard.positions(total) if shard else range(total)
     if not positions:
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
-    job = {"corpus": str(corpus.resolve()), "corpus_sha256": file_sha256(corpus), "encoder": encoder_name,
+    job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
            "chunk_size": chunk_size}
     work = work_folder(output)
