@@ -10,7 +10,7 @@ from ance_ir.train.checkpoint import latest_checkpoint, list_checkpoints
 from ance_ir.train.layout import RunDir
 from ance_ir.train.loss import LOSSES, ContrastiveLoss, build_loss, register_loss
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES, NegativeSampler, read_negatives_file, register_negatives
-from ance_ir.train.refresh import RefreshJob, refresh
+from ance_ir.train.refresh import RefreshJob, refresh_checkpoint
 from ance_ir.train.runlog import read_log
 from ance_ir.train.store import NegativesStore, RefreshRecords
 from ance_ir.train.trainer import Trainer, train
@@ -18,6 +18,6 @@ from ance_ir.train.trainer import Trainer, train
 __all__ = [
     "LOSSES", "NEGATIVE_STRATEGIES", "ContrastiveLoss", "NegativeSampler", "NegativesStore", "RefreshJob",
     "RefreshRecords", "RunDir", "TrainConfig", "Trainer", "build_config", "build_loss", "latest_checkpoint",
-    "list_checkpoints", "parse_args", "read_log", "read_negatives_file", "refresh", "register_loss",
+    "list_checkpoints", "parse_args", "read_log", "read_negatives_file", "refresh_checkpoint", "register_loss",
     "register_negatives", "train",
 ]

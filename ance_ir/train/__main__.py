@@ -9,6 +9,7 @@ Rerunning a command whose OUTPUT holds checkpoints continues from the latest one
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ance_ir.cli import run_cli
@@ -21,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.train.trainer import train
 
     checkpoint = train(config, resume=resume)
-    print(f"last checkpoint: {checkpoint}", file=sys.stderr)
+    if os.environ.get("RANK", "0") == "0":
+        print(f"last checkpoint: {checkpoint}", file=sys.stderr)
     return 0
 
 

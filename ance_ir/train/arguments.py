@@ -29,7 +29,8 @@ INDEX_TYPES = ("flat", "hnsw")
 # Settings a resumed run may change: they decide when and how things are saved or run, not what is learned
 # from which data (refresh_mode and max_staleness do change which negatives later steps see).
 RESUMABLE = frozenset({"stop_at", "log_every", "save_every", "keep_checkpoints", "device", "inferencer_device",
-                       "refresh_mode", "max_staleness", "progress", "encode_batch_size"})
+                       "refresh_mode", "max_staleness", "progress", "encode_batch_size", "threads",
+                       "inferencer_threads"})
 ENCODER_FIELDS = ("pooling", "normalize", "head", "query_max_length", "passage_max_length")
 
 
@@ -93,6 +94,9 @@ class TrainConfig:
     index_type: str = _opt("flat", "refresh: faiss index type (" + ", ".join(INDEX_TYPES) + ")")
     eval_hits: int = _opt(1000, "refresh: passages retrieved per eval query")
     inferencer_device: str | None = _opt(None, "device of the async inferencer (default: device)")
+    threads: int | None = _opt(None, "torch CPU threads of each training process (default: torch's choice)")
+    inferencer_threads: int | None = _opt(None, "torch CPU threads of the async inferencer (default: torch's "
+                                                "choice); trainer + inferencer threads should not exceed the cores")
     pooling: str | None = _opt(None, "encoder override: cls or mean")
     normalize: bool | None = _opt(None, "encoder override: L2-normalise vectors")
     head: bool | None = _opt(None, "encoder override: ANCE projection head (Linear + LayerNorm)")
@@ -120,7 +124,8 @@ class TrainConfig:
                 raise ConfigError(name, f"must be one of {', '.join(a for a in allowed if a)}, "
                                         f"got {getattr(self, name)!r}")
         positive = ("batch_size", "grad_accumulation", "negative_depth", "log_every", "encode_batch_size",
-                    "eval_hits", "max_steps", "stop_at", "query_max_length", "passage_max_length")
+                    "eval_hits", "max_steps", "stop_at", "query_max_length", "passage_max_length", "threads",
+                    "inferencer_threads")
         for name in positive:
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -292,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fail unless OUTPUT has a checkpoint to continue from (resuming is automatic)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} (default: {f.default})"
+        help_text = f.metadata["help"]
+        if f.default == "":
+            help_text += " (required)"
+        elif "default" not in help_text:
+            help_text += f" (default: {f.default})"
         if FIELD_TYPES[f.name][0] is bool:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, help=help_text)
         else:

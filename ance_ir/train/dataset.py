@@ -29,7 +29,6 @@ class TrainData:
     docids: list[str]
     texts: dict[str, str]
     queries: dict[str, str]
-    positives: dict[str, list[str]]
     exclude: dict[str, frozenset[str]]
     pairs: list[tuple[str, str]]
 
@@ -62,8 +61,8 @@ class TrainData:
         if not pairs:
             raise ValueError(f"no training pairs: no topic of {config.train_topics} has a passage of "
                              f"{config.corpus} judged >= {config.min_positive_grade} in {config.train_qrels}")
-        return cls(corpus_path, [p.docid for p in passages], texts, {q: topics[q] for q in positives},
-                   positives, exclude, pairs)
+        return cls(corpus_path, [p.docid for p in passages], texts, {q: topics[q] for q in positives}, exclude,
+                   pairs)
 
 
 class PairStream:

@@ -1,10 +1,10 @@
 """``python -m ance_ir.train.inferencer OUTPUT``: ANCE's asynchronous inferencer for a training run.
 
-    python -m ance_ir.train.inferencer runs/ance            # follow the run until its trainer stops it
-    python -m ance_ir.train.inferencer runs/ance --once     # refresh the newest checkpoint, then exit
+    python -m ance_ir.train.inferencer train-runs/rag24-mini/ance          # follow the run until its trainer stops it
+    python -m ance_ir.train.inferencer train-runs/rag24-mini/ance --once   # refresh the newest checkpoint, then exit
 
 It loops: take the newest complete checkpoint newer than the last one refreshed (older ones are skipped),
-refresh it (:func:`ance_ir.train.refresh.refresh`), publish. It stops when ``OUTPUT/inferencer.stop``
+refresh it (:func:`ance_ir.train.refresh.refresh_checkpoint`), publish. It stops when ``OUTPUT/inferencer.stop``
 appears (``drain``: after refreshing the newest checkpoint; ``now``: before starting another refresh) or,
 when given ``--parent-pid``, when that trainer process is gone. ``OUTPUT/inferencer.json`` tells what it
 is doing. The trainer starts it by itself in ``refresh_mode: async``.
@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from transformers.utils import logging as hf_logging
 
 from ance_ir.cli import run_cli
@@ -25,7 +26,7 @@ from ance_ir.train.arguments import TrainConfig
 from ance_ir.train.checkpoint import latest_checkpoint, step_of
 from ance_ir.train.distributed import pick_device
 from ance_ir.train.layout import RunDir
-from ance_ir.train.refresh import RefreshJob, describe, refresh
+from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint
 from ance_ir.train.store import RefreshRecords, read_stop, write_status
 
 
@@ -40,6 +41,8 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
         print(f"{run.root}: nothing to refresh (no ANCE negatives, no eval_topics)", file=sys.stderr)
         return 0
     target = pick_device(device or config.inferencer_device or config.device)
+    if config.inferencer_threads:
+        torch.set_num_threads(config.inferencer_threads)
     done = max(RefreshRecords(run.refresh).steps(), default=-1)
     count = 0
     while True:
@@ -53,7 +56,7 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
         if newest is not None and step_of(newest) > done:
             write_status(run, "refreshing", step_of(newest))
             try:
-                record = refresh(newest, job, run, target, "async")
+                record = refresh_checkpoint(newest, job, run, target, "async")
             except (OSError, ValueError):
                 write_status(run, "idle", done)
                 if newest.exists():

@@ -130,7 +130,7 @@ class BM25Negatives(CandidateNegatives):
 
 @register_negatives
 class DPRNegatives(BM25Negatives):
-    """BM25 negatives plus in-batch negatives (DPR; the paper's "BM25 + Rand" style baseline)."""
+    """BM25 negatives plus in-batch negatives, as DPR (Karpukhin et al., 2020) trains."""
 
     name = "dpr"
     forces_in_batch = True

@@ -80,7 +80,8 @@ def _search(index: DenseIndex, vectors: np.ndarray, k: int) -> list[tuple[np.nda
     return out
 
 
-def refresh(checkpoint: Path, job: RefreshJob, run: RunDir, device: torch.device, mode: str) -> dict[str, Any]:
+def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: torch.device,
+                       mode: str) -> dict[str, Any]:
     """Refresh from ``checkpoint``: publish its negatives (if the job mines) and write its metrics record."""
     step = step_of(checkpoint)
     started, clock = time.time(), time.perf_counter()

@@ -48,7 +48,7 @@ from ance_ir.train.modeling import GROUPS, DualEncoderModule, grad_norm, layer_g
 from ance_ir.train.negatives import build_sampler
 from ance_ir.train.optim import Precision, build_optimizer, linear_schedule
 from ance_ir.train.process import STOP_GRACE_S, InferencerProcess
-from ance_ir.train.refresh import RefreshJob, describe, refresh, refresh_needed
+from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint, refresh_needed
 from ance_ir.train.runlog import RunLog
 from ance_ir.train.store import NegativesStore, RefreshRecords
 
@@ -88,8 +88,11 @@ class Trainer:
         self.config = config
         self.run = RunDir(Path(config.output))
         hf_logging.disable_progress_bar()  # one progress bar: the trainer's
+        if config.threads:
+            torch.set_num_threads(config.threads)
         self.dist = Distributed.init(config.device)
         self.device = self.dist.device
+        self.precision = Precision(config.precision, self.device)
         if config.batch_size % self.dist.world_size:
             raise ValueError(f"batch_size {config.batch_size} must be divisible by the number of processes "
                              f"({self.dist.world_size})")
@@ -128,7 +131,6 @@ class Trainer:
         self.total_steps = config.max_steps or math.ceil(config.epochs * len(self.data.pairs) / global_batch)
         warmup = config.warmup_steps or round(config.warmup_ratio * self.total_steps)
         self.scheduler = linear_schedule(self.optimizer, warmup, self.total_steps)
-        self.precision = Precision(config.precision, self.device)
         self.loss_fn = build_loss(config.loss, config.temperature)
         self.sampler = build_sampler(config, self.data, self.run, self.dist)
         self.stream = PairStream(len(self.data.pairs), config.seed)
@@ -205,7 +207,7 @@ class Trainer:
                 self._train_step()
                 bar.update()
                 self._after_step(bar)
-                if self.step == self.config.stop_at:
+                if self.step == self.config.stop_at and self.step < self.total_steps:
                     return self._pause()
                 if self.step < self.total_steps:
                     stop = self._boundary()
@@ -355,7 +357,7 @@ class Trainer:
             return None
         newest = self.store.latest()
         bound = self.config.max_staleness
-        if bound is not None and self.step - (newest or 0) > bound:
+        if bound is not None and self.step - (newest or 0) > bound and not self._check_inferencer():
             newest = self._wait_for_negatives(self.step - bound)
         return newest if newest is not None and newest > (self.version or 0) else None
 
@@ -381,7 +383,7 @@ class Trainer:
         started = time.perf_counter()
         devices = [self.device.index or 0] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # training draws the same random numbers either way
-            record = refresh(checkpoint_dir(self.run, step), self._job, self.run, self.device, "sync")
+            record = refresh_checkpoint(checkpoint_dir(self.run, step), self._job, self.run, self.device, "sync")
         seconds = time.perf_counter() - started
         self.window.pause_s += seconds
         self.log.write({"event": "refresh", "step": step, "seconds": round(seconds, 3),

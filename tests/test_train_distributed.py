@@ -1,0 +1,54 @@
+"""torchrun with 2 CPU processes (gloo) trains exactly like 1 process with the same global batch."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from test_train_run import REPO, toy, toy_settings, training_records, weights  # noqa: F401 (toy: fixture)
+
+from ance_ir.train import build_config, list_checkpoints, train
+from ance_ir.train.layout import RunDir
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("in_batch", [False, True], ids=["own-negatives", "gathered-in-batch"])
+def test_two_processes_match_one(toy, tmp_path, in_batch):  # noqa: F811 (toy: fixture)
+    # no dropout: the two ranks draw different dropout masks than one process would
+    settings = toy_settings(toy, tmp_path / "ddp", model=str(toy / "bert-nodrop"), batch_size=4,
+                            grad_accumulation=2, max_steps=6, refresh_every=3, in_batch=in_batch)
+    config_file = tmp_path / "ddp.yaml"
+    config_file.write_text(yaml.safe_dump(settings))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "-m", "ance_ir.train",
+                           "--config", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("last checkpoint:") == 1  # only rank 0 reports (and writes)
+
+    single = tmp_path / "single"
+    train(build_config(None, {**settings, "output": str(single)}))
+
+    ddp_steps, single_steps = training_records(tmp_path / "ddp"), training_records(single)
+    assert [r["step"] for r in ddp_steps] == [r["step"] for r in single_steps] == list(range(1, 7))
+    for mine, theirs in zip(ddp_steps, single_steps, strict=True):
+        for key in ("loss", "grad_norm", "grad_norm_bottom", "grad_norm_top", "lr"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-7), (mine["step"], key)
+        assert mine["negatives_version"] == theirs["negatives_version"]
+    final_ddp = weights(list_checkpoints(RunDir(tmp_path / "ddp"))[-1])
+    final_single = weights(list_checkpoints(RunDir(single))[-1])
+    for name, tensor in final_single.items():
+        torch.testing.assert_close(final_ddp[name], tensor, rtol=1e-4, atol=1e-5)
+    state = torch.load(list_checkpoints(RunDir(tmp_path / "ddp"))[-1] / "trainer_state.pt", weights_only=True)
+    assert state["world_size"] == 2 and len(state["rng"]) == 2  # every rank's RNG state is saved

@@ -1,0 +1,341 @@
+"""Training runs on the toy collection with a tiny random BERT: sync ANCE end to end, exact resume (stop_at,
+Ctrl-C, kill -9), the asynchronous inferencer (version switches, crash), checkpoints and logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS
+from safetensors.torch import load_file
+
+from ance_ir.data import InputError
+from ance_ir.modeling import DenseEncoder
+from ance_ir.plot import plot_runs
+from ance_ir.train import TrainConfig, build_config, list_checkpoints, read_log, train
+from ance_ir.train.checkpoint import STATE_FILE, load_trainer_state, step_of
+from ance_ir.train.inferencer import serve
+from ance_ir.train.layout import RunDir
+from ance_ir.train.store import NegativesStore, RefreshRecords
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_tiny_bert(path: Path, dropout: float = 0.1) -> Path:
+    """A random 3-layer BERT (hidden 32) with a vocabulary covering the toy texts (one layer per third)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    words = sorted({w for text in [*TOY_PASSAGES.values(), *TOY_TOPICS.values()] for w in text.split()})
+    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout)
+    BertModel(config).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def toy(tmp_path_factory) -> Path:
+    """Toy corpus/topics/qrels plus tiny BERTs with (``bert``) and without (``bert-nodrop``) dropout."""
+    root = tmp_path_factory.mktemp("train-toy")
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                               for d, t in TOY_PASSAGES.items()))
+    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
+    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
+    make_tiny_bert(root / "bert")
+    make_tiny_bert(root / "bert-nodrop", dropout=0.0)
+    return root
+
+
+def toy_settings(toy: Path, output: Path, **settings) -> dict:
+    """Sync ANCE on the toy collection: 6 pairs, 2 queries x (1 positive + 2 negatives) per step."""
+    return {"output": str(output), "model": str(toy / "bert"), "corpus": str(toy / "corpus.jsonl"),
+            "train_topics": str(toy / "topics.tsv"), "train_qrels": str(toy / "qrels.txt"),
+            "eval_topics": str(toy / "topics.tsv"), "eval_qrels": str(toy / "qrels.txt"),
+            "min_positive_grade": 1, "negatives": "ance", "n_negatives": 2, "negative_depth": 4, "batch_size": 2,
+            "lr": 1e-3, "max_steps": 8, "refresh_every": 3, "refresh_mode": "sync", "log_every": 1,
+            "pooling": "mean", "query_max_length": 16, "passage_max_length": 16, "progress": False,
+            "device": "cpu", "threads": 1, "inferencer_threads": 1, **settings}
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    """Training with ``threads: 1`` (tiny models only lose from more) must not slow down later tests."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def toy_config(toy: Path, output: Path, **settings) -> TrainConfig:
+    return build_config(None, toy_settings(toy, output, **settings))
+
+
+def weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    return load_file(checkpoint / "model.safetensors")
+
+
+def training_records(run: Path) -> list[dict]:
+    return [r for r in read_log(RunDir(run).log) if "loss" in r]
+
+
+def events(run: Path, name: str) -> list[dict]:
+    return [r for r in read_log(RunDir(run).log) if r.get("event") == name]
+
+
+def assert_same_training(run: Path, reference: Path) -> None:
+    """Bit-identical final weights and identical per-step losses."""
+    final, expected = list_checkpoints(RunDir(run))[-1], list_checkpoints(RunDir(reference))[-1]
+    assert final.name == expected.name
+    mine, theirs = weights(final), weights(expected)
+    assert mine.keys() == theirs.keys()
+    for name in mine:
+        assert torch.equal(mine[name], theirs[name]), name
+    losses = [(r["step"], r["loss"]) for r in training_records(run)]
+    assert losses == [(r["step"], r["loss"]) for r in training_records(reference)]
+
+
+@pytest.fixture(scope="session")
+def straight_run(toy, tmp_path_factory) -> Path:
+    """Sync ANCE for 8 steps in one go: the reference of the resume tests."""
+    output = tmp_path_factory.mktemp("straight") / "run"
+    train(toy_config(toy, output))
+    return output
+
+
+def test_sync_ance_end_to_end(straight_run, toy):
+    run = RunDir(straight_run)
+    assert [step_of(c) for c in list_checkpoints(run)] == [0, 3, 6, 8]
+    state = load_trainer_state(list_checkpoints(run)[-1])
+    assert {"optimizer", "scheduler", "rng", "data", "sampler_rng", "negatives_version"} <= state.keys()
+    assert state["step"] == 8 and state["negatives_version"] == 6
+    encoder = DenseEncoder.from_pretrained(list_checkpoints(run)[-1])
+    assert encoder.config.pooling == "mean" and encoder.encode_queries(["cat"]).shape == (1, 32)
+    assert not torch.equal(weights(list_checkpoints(run)[0])["embeddings.word_embeddings.weight"],
+                           weights(list_checkpoints(run)[-1])["embeddings.word_embeddings.weight"])
+    assert TrainConfig.load(run.config) == toy_config(toy, straight_run)
+
+    store = NegativesStore(run.negatives)
+    assert store.versions() == [0, 3, 6, 8]
+    for version in store.versions():
+        negatives = store.load(version)
+        assert set(negatives) == set(TOY_TOPICS)
+        for qid, docids in negatives.items():
+            assert len(docids) == 4 and not set(docids) & set(TOY_QRELS[qid])  # depth 4, positives removed
+
+    records = RefreshRecords(run.refresh).read_all()
+    assert [r["step"] for r in records] == [0, 3, 6, 8] and {r["mode"] for r in records} == {"sync"}
+    for record in records:
+        assert {"ndcg_cut_10", "recip_rank", "recall_100"} <= record["metrics"].keys()
+        assert {"load_s", "encode_s", "index_s", "mine_s", "eval_s"} <= record["timings"].keys()
+        assert record["negatives_version"] == record["step"] and record["started"] <= record["finished"]
+
+    steps = training_records(straight_run)
+    assert [r["step"] for r in steps] == list(range(1, 9))
+    for r in steps:
+        assert all(r[k] is not None and r[k] > 0 for k in
+                   ("loss", "lr", "grad_norm", "grad_norm_bottom", "grad_norm_middle", "grad_norm_top",
+                    "examples_per_s", "steps_per_s"))
+    # step s trains on the negatives of the last refresh before it; staleness = steps since that checkpoint
+    assert [(r["negatives_version"], r["staleness"]) for r in steps] == [
+        (0, 0), (0, 1), (0, 2), (3, 0), (3, 1), (3, 2), (6, 0), (6, 1)]
+    switches = events(straight_run, "negatives")
+    assert [(e["step"], e["version"], e["staleness"]) for e in switches] == [(0, 0, 0), (3, 3, 0), (6, 6, 0)]
+    assert events(straight_run, "done")[0]["step"] == 8
+    plots = plot_runs([straight_run], straight_run.parent / "plots")
+    assert [p.name for p in plots] == ["loss.png", "grad_norms.png", "dev_metrics.png", "negatives.png"]
+
+
+def test_baseline_in_batch_bf16_accumulation_and_pruning(toy, tmp_path):
+    output = tmp_path / "run"
+    train(toy_config(toy, output, negatives="random", n_negatives=1, in_batch=True, precision="bf16",
+                     grad_accumulation=2, max_steps=6, refresh_every=0, save_every=2, keep_checkpoints=2,
+                     eval_topics=None, eval_qrels=None))
+    run = RunDir(output)
+    assert [step_of(c) for c in list_checkpoints(run)] == [4, 6]
+    assert not run.negatives.exists() and not run.refresh.exists()
+    steps = training_records(output)
+    assert len(steps) == 6 and all(r["negatives_version"] is None and r["staleness"] is None for r in steps)
+    assert all(r["examples_per_s"] > 0 and r["loss"] > 0 for r in steps)
+    assert steps[-1]["epoch"] == pytest.approx(6 * 2 * 2 / 6)  # 6 steps x 2 micro-batches x 2 queries, 6 pairs
+    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+        train(toy_config(toy, tmp_path / "fp16", precision="fp16"))
+
+
+def test_init_from_a_run_folder_starts_from_its_latest_checkpoint(straight_run, toy, tmp_path):
+    """BM25 warm-up, then ANCE: the continuation starts from the warm-up run's last weights."""
+    output = tmp_path / "continued"
+    train(toy_config(toy, output, init_from=str(straight_run), max_steps=3, model="ignored-when-init-from"))
+    start = weights(RunDir(output).checkpoints / "step-00000000")
+    for name, tensor in weights(list_checkpoints(RunDir(straight_run))[-1]).items():
+        assert torch.equal(start[name], tensor), name
+    empty = RunDir(tmp_path / "empty-run")
+    empty.checkpoints.mkdir(parents=True)
+    with pytest.raises(InputError, match="no complete checkpoint"):
+        train(toy_config(toy, tmp_path / "x", init_from=str(empty.root), max_steps=3))
+
+
+@pytest.mark.parametrize("stop_at", [3, 4])
+def test_resume_continues_exactly(straight_run, toy, tmp_path, stop_at):
+    """N steps, stop, resume, M more == N+M steps straight (weights bit-identical, same losses)."""
+    output = tmp_path / "run"
+    assert train(toy_config(toy, output, stop_at=stop_at)).name == f"step-{stop_at:08d}"
+    assert events(output, "paused")[0]["step"] == stop_at
+    assert not (RunDir(output).checkpoints / "step-00000008").exists()
+    train(toy_config(toy, output))  # resumes by itself
+    assert events(output, "resume")[0]["step"] == stop_at
+    assert_same_training(output, straight_run)
+
+
+@pytest.mark.parametrize("sabotage", ["ance_ir.train.trainer.restore_rng", "ance_ir.train.dataset.PairStream."
+                                                                            "load_state_dict"])
+def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatch, sabotage):
+    """The comparison above is sensitive: forgetting the RNG or the data order on resume changes the weights."""
+    output = tmp_path / "run"
+    train(toy_config(toy, output, stop_at=4))
+    monkeypatch.setattr(sabotage, lambda *args: None)
+    train(toy_config(toy, output))
+    with pytest.raises(AssertionError):
+        assert_same_training(output, straight_run)
+
+
+def test_resume_refuses_a_different_config(straight_run, toy):
+    with pytest.raises(ValueError, match="this run has lr=0.001, now 0.01"):
+        train(toy_config(toy, straight_run, lr=1e-2))
+    with pytest.raises(ValueError, match="no checkpoint to resume from"):
+        train(toy_config(toy, straight_run.parent / "empty"), resume=True)
+
+
+def _write_config(path: Path, settings: dict) -> Path:
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def _wait_for(predicate, timeout: float = 120.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _start_cli(config: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "ance_ir.train", "--config", str(config)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_kill_9_then_resume_completes_the_same_way(toy, tmp_path):
+    settings = toy_settings(toy, tmp_path / "killed", max_steps=120, refresh_every=20, log_every=5)
+    proc = _start_cli(_write_config(tmp_path / "killed.yaml", settings))
+    run = RunDir(tmp_path / "killed")
+    try:
+        _wait_for(lambda: (run.checkpoints / "step-00000020").is_dir() or proc.poll() is not None,
+                  what="the first checkpoint after step 0")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read()[-2000:]
+    reached = step_of(list_checkpoints(run)[-1])
+    assert 20 <= reached < 120, "the run should have been killed mid-way"
+
+    train(build_config(None, settings))
+    reference = tmp_path / "straight"
+    train(toy_config(toy, reference, max_steps=120, refresh_every=20, log_every=5))
+    assert_same_training(run.root, reference)
+    assert [r["step"] for r in training_records(run.root)] == list(range(5, 121, 5))  # rewound, no duplicates
+    assert events(run.root, "resume")[0]["step"] == reached
+
+
+def test_ctrl_c_saves_a_checkpoint_and_stops(toy, tmp_path, capsys):
+    output = tmp_path / "run"
+    config = toy_config(toy, output, max_steps=100_000, refresh_every=0, negatives="random", eval_topics=None,
+                        eval_qrels=None, save_every=5, log_every=50)
+    checkpoints = RunDir(output).checkpoints
+
+    def press_ctrl_c():
+        _wait_for(lambda: (checkpoints / "step-00000005").is_dir(), what="step 5")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
+    with pytest.raises(KeyboardInterrupt):
+        train(config)
+    presser.join()
+    stopped = events(output, "interrupted")[0]["step"]
+    assert 5 <= stopped < 100_000
+    assert step_of(list_checkpoints(RunDir(output))[-1]) == stopped
+    assert (checkpoints / f"step-{stopped:08d}" / STATE_FILE).is_file()
+    assert "interrupted at step" in capsys.readouterr().err
+
+
+def test_async_inferencer_publishes_while_training_goes_on(toy, tmp_path):
+    output = tmp_path / "run"
+    train(toy_config(toy, output, refresh_mode="async", max_steps=12, refresh_every=3, max_staleness=6))
+    run = RunDir(output)
+    switches = [e for e in events(output, "negatives") if e["version"] > 0]
+    assert switches, "the trainer never switched to negatives published by the inferencer"
+    for e in switches:
+        # published by the inferencer while the trainer went on: picked up at a later step boundary
+        assert e["step"] > e["version"] and e["staleness"] == e["step"] - e["version"]
+        assert (run.checkpoints / f"step-{e['version']:08d}").is_dir()
+    records = {r["step"]: r for r in RefreshRecords(run.refresh).read_all()}
+    assert records[0]["mode"] == "sync"  # ANCE's initial negatives, before the inferencer starts
+    assert all(r["mode"] == "async" for s, r in records.items() if s > 0)
+    assert 12 in records  # the final checkpoint is refreshed before the inferencer stops
+    steps = training_records(output)
+    assert [r["step"] for r in steps] == list(range(1, 13))
+    assert max(r["staleness"] for r in steps) <= 6  # max_staleness is honoured
+    versions = [r["negatives_version"] for r in steps]
+    assert versions == sorted(versions)
+    for e in switches:  # the switch at boundary s shows up from step s+1 on
+        assert steps[e["step"]]["negatives_version"] == e["version"]
+        assert e["step"] == 0 or steps[e["step"] - 1]["negatives_version"] < e["version"]
+    assert json.loads(run.inferencer_status.read_text())["state"] == "stopped"
+    assert events(output, "inferencer_died") == []
+
+
+def test_inferencer_crash_leaves_training_on_the_last_negatives(toy, tmp_path, capsys):
+    output = tmp_path / "run"
+    log = RunDir(output).log
+
+    def kill_inferencer():
+        started = _wait_for(lambda: log.is_file() and [r for r in read_log(log)
+                                                       if r.get("event") == "inferencer_started"],
+                            what="the inferencer to start")
+        os.kill(started[0]["pid"], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_inferencer, daemon=True)
+    killer.start()
+    train(toy_config(toy, output, refresh_mode="async", max_steps=15, refresh_every=3, max_staleness=3))
+    killer.join()
+    died = events(output, "inferencer_died")
+    assert len(died) == 1 and died[0]["returncode"] == -signal.SIGKILL
+    err = capsys.readouterr().err
+    assert err.count("warning: the inferencer") == 1 and "training goes on with negatives version" in err
+    assert "was not refreshed; run python -m ance_ir.train.inferencer" in err
+    steps = training_records(output)
+    assert [r["step"] for r in steps] == list(range(1, 16)) and events(output, "done")[0]["step"] == 15
+    last = died[0]["negatives_version"]
+    assert all(r["negatives_version"] == last for r in steps if r["step"] > died[0]["step"])
+    assert NegativesStore(RunDir(output).negatives).versions()[-1] == last
+    assert 15 not in RefreshRecords(RunDir(output).refresh).steps()
+    assert serve(output, parent_pid=-1) == 0  # an inferencer whose trainer is gone stops by itself
+    assert "the trainer is gone" in capsys.readouterr().err
+    assert serve(output, once=True) == 1  # what the warning suggests: refresh the final checkpoint by hand
+    assert 15 in RefreshRecords(RunDir(output).refresh).steps()
+    assert serve(output, once=True) == 0
