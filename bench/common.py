@@ -66,3 +66,90 @@ def write_section(path: str | Path, marker: str, body: str) -> None:
         text = text + ("\n" if text and not text.endswith("\n\n") else "") + block
     with atomic_write(path) as f:
         f.write(text)
+
+
+def versions(*packages: str) -> str:
+    """``name version`` of each installed distribution (``name missing`` when absent)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in packages:
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name} missing")
+    return ", ".join(out)
+
+
+def load_average() -> tuple[float, float, float]:
+    """``os.getloadavg()``: runnable processes averaged over 1, 5 and 15 minutes."""
+    import os
+
+    return os.getloadavg()
+
+
+def format_load(before: tuple[float, float, float], after: tuple[float, float, float]) -> str:
+    """Load averages at the start and end of a measurement, for the provenance line."""
+    fmt = "/".join
+    return (f"load average (1/5/15 min) {fmt(f'{x:.2f}' for x in before)} at the start, "
+            f"{fmt(f'{x:.2f}' for x in after)} at the end")
+
+
+def module_command() -> str:
+    """The command that ran this script: ``python -m bench.NAME ARGS`` when started with ``-m``."""
+    import shlex
+
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is None:
+        return command_line()
+    return " ".join(["python -m", spec.name, *map(shlex.quote, sys.argv[1:])])
+
+
+def provenance(load_before: tuple[float, float, float], extra_versions: tuple[str, ...] = (),
+               note: str = "") -> str:
+    """Machine, library versions, load averages and the exact command, for the foot of a table."""
+    libs = f"; {versions(*extra_versions)}" if extra_versions else ""
+    lines = [f"Machine: {machine()}{libs}.", f"{format_load(load_before, load_average())}."]
+    if note:
+        lines.append(note)
+    return "\n".join(lines) + f"\n\n```\nflock /tmp/ance-ir-cpu.lock {module_command()}\n```\n"
+
+
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """Peak resident memory (``VmHWM``) of a live process, in MiB; NaN once it is gone.
+
+    Unlike ``getrusage``'s ``ru_maxrss``, ``VmHWM`` starts afresh at ``exec``, so a child is not charged for
+    the memory of the (large) process that forked it.
+    """
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return float("nan")
+
+
+def run_child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Run a command to completion; its wall seconds, peak RSS (MiB, ``VmHWM`` polled) and stdout.
+
+    Raises RuntimeError with the end of its stderr when it fails.
+    """
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(args, stdout=out, stderr=err, text=True, env=env)
+        peak = 0.0
+        while child.poll() is None:
+            value = peak_rss_mib(child.pid)
+            peak = value if value == value else peak  # NaN (just exited) keeps the last reading
+            time.sleep(0.05)
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        if child.returncode:
+            raise RuntimeError(f"{' '.join(args)} failed ({child.returncode}):\n{err.read()[-3000:]}")
+        return seconds, peak, out.read()

@@ -16,6 +16,7 @@ from transformers.utils import logging as transformers_logging
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
+from ance_ir.modeling.inference import running
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 
 HEAD_NAME = "ance_ir_head.safetensors"
@@ -73,6 +74,9 @@ class Tower(torch.nn.Module):
 
 class DenseEncoder(torch.nn.Module):
     """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product."""
+
+    #: precision of ``encode_*`` when the call names none (see :mod:`ance_ir.modeling.inference`)
+    inference_precision: str = "fp32"
 
     def __init__(self, towers: Mapping[str, Tower], tokenizer: PreTrainedTokenizerBase,
                  config: EncoderConfig):
@@ -176,17 +180,23 @@ class DenseEncoder(torch.nn.Module):
             vectors = tower.head(vectors)
         return F.normalize(vectors, p=2, dim=-1) if self.config.normalize else vectors
 
-    def encode_queries(self, texts: Sequence[str], batch_size: int = 64,
-                       show_progress: bool = False) -> np.ndarray:
-        """Query vectors as float32 ``[N, D]``, in input order."""
-        return self._encode(texts, "query", batch_size, list(range(len(texts))), show_progress)
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False,
+                       precision: str | None = None) -> np.ndarray:
+        """Query vectors as float32 ``[N, D]``, in input order.
 
-    def encode_passages(self, texts: Sequence[str], batch_size: int = 32,
-                        show_progress: bool = False) -> np.ndarray:
-        """Passage vectors as float32 ``[N, D]``, in input order; batches group passages of similar length."""
+        ``precision``: auto, fp32, bf16, fp16 or int8 (default: ``inference_precision``, fp32).
+        """
+        return self._encode(texts, "query", batch_size, list(range(len(texts))), show_progress, precision)
+
+    def encode_passages(self, texts: Sequence[str], batch_size: int = 32, show_progress: bool = False,
+                        precision: str | None = None) -> np.ndarray:
+        """Passage vectors as float32 ``[N, D]``, in input order; batches group passages of similar length.
+
+        ``precision``: auto, fp32, bf16, fp16 or int8 (default: ``inference_precision``, fp32).
+        """
         lengths = self._token_lengths(texts)
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-        return self._encode(texts, "passage", batch_size, order, show_progress)
+        return self._encode(texts, "passage", batch_size, order, show_progress, precision)
 
     def _token_lengths(self, texts: Sequence[str]) -> list[int]:
         prefix, max_length = self.config.passage_prefix, self.config.passage_max_length
@@ -199,20 +209,21 @@ class DenseEncoder(torch.nn.Module):
 
     @torch.inference_mode()
     def _encode(self, texts: Sequence[str], side: str, batch_size: int, order: list[int],
-                show_progress: bool) -> np.ndarray:
+                show_progress: bool, precision: str | None = None) -> np.ndarray:
         """Encode ``texts`` in batches taken in ``order`` (eval mode), and return rows in input order."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        tokenize, embed = ((self.tokenize_queries, self.embed_queries) if side == "query"
-                           else (self.tokenize_passages, self.embed_passages))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         was_training = self.training
         self.eval()
         try:
-            starts = range(0, len(order), batch_size)
-            for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=not show_progress):
-                rows = order[start:start + batch_size]
-                out[rows] = embed(tokenize([texts[i] for i in rows])).float().cpu().numpy()
+            with running(self, precision or self.inference_precision) as model:
+                tokenize, embed = ((model.tokenize_queries, model.embed_queries) if side == "query"
+                                   else (model.tokenize_passages, model.embed_passages))
+                starts = range(0, len(order), batch_size)
+                for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=not show_progress):
+                    rows = order[start:start + batch_size]
+                    out[rows] = embed(tokenize([texts[i] for i in rows])).float().cpu().numpy()
         finally:
             self.train(was_training)
         return out
