@@ -1,0 +1,92 @@
+"""Precision modes for encoding (inference only; training uses its own autocast).
+
+``fp32``: the plain float32 model. ``bf16``/``fp16``: autocast, so matrix products run in 16 bits while
+layer norms, softmax and the residual stream stay float32 (fp16 needs CUDA). ``int8``: a copy of the encoder
+whose ``Linear`` layers are dynamically quantised to int8 (CPU only; lossy, for fast ANCE refresh encodes).
+``auto``: bf16 where the hardware computes bf16 natively (a CPU with AVX-512 BF16 or AMX, or a CUDA GPU with
+bf16 support), fp16 on older GPUs, else fp32. ``docs/bench.md`` has the speed and nDCG@10 of each mode.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from ance_ir.modeling.encoder import DenseEncoder
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# encoder -> (parameter versions when quantised, int8 copy); a training step bumps the versions
+_INT8: weakref.WeakKeyDictionary[DenseEncoder, tuple[tuple[int, ...], DenseEncoder]] = weakref.WeakKeyDictionary()
+
+
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether ``device`` computes bf16 matrix products in hardware (so bf16 is faster than fp32 there)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    if device.type == "cpu":
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return False
+
+
+def resolve_precision(precision: str, device: torch.device | str) -> str:
+    """The concrete mode (fp32, bf16, fp16 or int8) that ``precision`` means on ``device``.
+
+    Raises ValueError for an unknown mode, fp16 off CUDA, and int8 off the CPU.
+    """
+    device = torch.device(device)
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    if precision == "auto":
+        if native_bf16(device):
+            return "bf16"
+        return "fp16" if device.type == "cuda" else "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision fp16 needs a CUDA device; use bf16 (or auto) on the CPU")
+    if precision == "int8" and device.type != "cpu":
+        raise ValueError(f"precision int8 (dynamic quantisation) runs on the CPU only, not {device.type}")
+    return precision
+
+
+def quantize_int8(encoder: DenseEncoder) -> DenseEncoder:
+    """A copy of ``encoder`` with every ``Linear`` dynamically quantised to int8 (per-tensor weights).
+
+    The source encoder is left untouched; embeddings, layer norms and attention stay float32.
+    """
+    from torch.ao.quantization import quantize_dynamic
+
+    source = copy.deepcopy(encoder).cpu().eval()
+    with warnings.catch_warnings():  # torch.ao.quantization's notice that it is moving to torchao
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(source, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def _int8_copy(encoder: DenseEncoder) -> DenseEncoder:
+    """The cached int8 copy of ``encoder``, rebuilt whenever a parameter was changed in place since."""
+    versions = tuple(p._version for p in encoder.parameters())
+    cached = _INT8.get(encoder)
+    if cached is None or cached[0] != versions:
+        cached = (versions, quantize_int8(encoder))
+        _INT8[encoder] = cached
+    return cached[1]
+
+
+@contextmanager
+def running(encoder: DenseEncoder, precision: str) -> Iterator[DenseEncoder]:
+    """Yield the encoder to run at ``precision`` (itself, or its int8 copy), inside autocast when needed."""
+    mode = resolve_precision(precision, encoder.device)
+    if mode == "int8":
+        yield _int8_copy(encoder)
+    elif mode in _AUTOCAST:
+        with torch.autocast(encoder.device.type, dtype=_AUTOCAST[mode]):
+            yield encoder
+    else:
+        yield encoder

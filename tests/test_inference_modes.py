@@ -1,0 +1,105 @@
+"""Precision modes of DenseEncoder.encode_*: close to fp32, same shape and order, clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import TOY_PASSAGES, TOY_TOPICS
+
+from ance_ir.modeling import PRECISIONS, DenseEncoder, resolve_precision
+from ance_ir.modeling.inference import native_bf16
+
+PASSAGES = list(TOY_PASSAGES.values())
+QUERIES = list(TOY_TOPICS.values())
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bert_dir) -> DenseEncoder:
+    return DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean", normalize=True)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.mark.parametrize(("precision", "bound"), [("bf16", 0.99), ("int8", 0.9), ("auto", 0.99)])
+@pytest.mark.parametrize("side", ["passages", "queries"])
+def test_modes_are_close_to_fp32_in_input_order(tiny, precision, bound, side):
+    texts = PASSAGES if side == "passages" else QUERIES
+    encode = getattr(tiny, f"encode_{side}")
+    reference = encode(texts, batch_size=3)
+    vectors = encode(texts, batch_size=3, precision=precision)
+    assert vectors.shape == reference.shape and vectors.dtype == np.float32
+    cosines = _cosines(vectors, reference)
+    assert cosines.min() > bound
+    # row i is text i: each vector is nearest to its own fp32 vector (the texts are all different)
+    assert (np.argmax(vectors @ reference.T, axis=1) == np.arange(len(texts))).all()
+
+
+def test_fp32_is_the_default_and_exact(tiny):
+    assert np.array_equal(tiny.encode_passages(PASSAGES), tiny.encode_passages(PASSAGES, precision="fp32"))
+
+
+def test_inference_precision_attribute_sets_the_default(tiny_bert_dir):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean")
+    bf16 = model.encode_passages(PASSAGES, precision="bf16")
+    model.inference_precision = "bf16"
+    assert np.array_equal(model.encode_passages(PASSAGES), bf16)
+    assert not np.array_equal(model.encode_passages(PASSAGES, precision="fp32"), bf16)
+
+
+def test_modes_leave_the_model_in_fp32_and_its_training_state(tiny_bert_dir):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir).train()
+    for precision in ("bf16", "int8"):
+        model.encode_passages(PASSAGES, precision=precision)
+    assert model.training
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(type(m) is torch.nn.Linear for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def test_int8_copy_follows_weight_updates(tiny_bert_dir):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean")
+    before = model.encode_passages(PASSAGES, precision="int8")
+    assert np.array_equal(model.encode_passages(PASSAGES, precision="int8"), before)  # cached copy
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)  # an in-place update, like an optimizer step
+    after = model.encode_passages(PASSAGES, precision="int8")
+    assert _cosines(after, model.encode_passages(PASSAGES)).min() > 0.9
+    assert not np.allclose(after, before, atol=1e-3)
+
+
+def test_unknown_mode_errors_clearly(tiny):
+    with pytest.raises(ValueError, match=r"unknown precision 'fp8'; choose from auto, fp32, bf16, fp16, int8"):
+        tiny.encode_passages(PASSAGES, precision="fp8")
+    with pytest.raises(ValueError, match="unknown precision"):
+        tiny.encode_queries(QUERIES, precision="half")
+
+
+def test_device_specific_modes():
+    assert resolve_precision("fp32", "cpu") == "fp32"
+    assert resolve_precision("int8", "cpu") == "int8"
+    assert resolve_precision("auto", "cpu") == ("bf16" if native_bf16("cpu") else "fp32")
+    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+        resolve_precision("fp16", "cpu")
+    with pytest.raises(ValueError, match="int8 .* CPU only"):
+        resolve_precision("int8", "cuda")
+    assert set(PRECISIONS) == {"auto", "fp32", "bf16", "fp16", "int8"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp16", "auto"])
+def test_gpu_half_precision_is_close_to_fp32(tiny_bert_dir, precision):
+    model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean").to("cuda")
+    assert _cosines(model.encode_passages(PASSAGES, precision=precision), model.encode_passages(PASSAGES)).min() > 0.99
+
+
+def test_encode_cli_rejects_a_bad_precision_before_reading(capsys):
+    from ance_ir.encode.__main__ import main
+
+    with pytest.raises(ValueError, match="unknown precision 'fp9'"):
+        main(["--corpus", "missing.jsonl", "--encoder", "minilm", "--output", "x", "--precision", "fp9"])
+    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+        main(["--corpus", "missing.jsonl", "--encoder", "minilm", "--output", "x", "--precision", "fp16",
+              "--device", "cpu"])
