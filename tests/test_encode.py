@@ -56,8 +56,8 @@ def test_encode_writes_a_pyserini_index_with_meta(tmp_path, toy_collection, tiny
     assert meta["corpus"] == str(toy_collection["corpus"].resolve()) and len(meta["corpus_sha256"]) == 64
     assert meta["index_type"] == "flat" and meta["shard"] is None
     encoder = DenseEncoder.from_pretrained(str(tiny_bert_dir), pooling="mean")
-    np.testing.assert_allclose(vectors_of(out), encoder.encode_passages(list(TOY_PASSAGES.values())),
-                               rtol=1e-5, atol=1e-5)
+    expected = encoder.encode_passages(list(TOY_PASSAGES.values()), precision="auto")  # the CLI's default
+    np.testing.assert_allclose(vectors_of(out), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, tiny_bert_dir, count_encoded):
