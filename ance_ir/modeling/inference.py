@@ -32,8 +32,9 @@ def native_bf16(device: torch.device | str) -> bool:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
-    if device.type == "cpu":
-        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    if device.type == "cpu":  # private probes of torch's CPU dispatcher; absent in old releases
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
     return False
 
 

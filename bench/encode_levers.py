@@ -1,0 +1,217 @@
+"""What each CPU lever buys for ance-ir corpus encoding, and where the time goes.
+
+Passages/s on the first ``--limit`` passages (median of ``--repeats`` alternating runs, all in one process):
+fp32 in corpus order (no length sorting) and length-sorted; bf16 autocast; int8 dynamic quantisation;
+ONNX Runtime fp32 and int8 (the same model exported with ``torch.onnx.export``); the whole model cast to bf16
+(no autocast); 1 vs 2 torch threads; batch sizes. Then a ``torch.profiler`` table of the top operators in fp32
+and bf16, and a bar chart.
+
+    flock /tmp/ance-ir-cpu.lock python -m bench.encode_levers --output docs/bench.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import ance_ir  # noqa: F401
+from ance_ir.data import iter_corpus
+from ance_ir.datasets import resolve_corpus
+from ance_ir.modeling import DenseEncoder
+from bench.common import alternating_medians, load_average, provenance, write_section
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+class _LastHidden(torch.nn.Module):
+    """The backbone with positional inputs and one output, for the ONNX exporter."""
+
+    def __init__(self, backbone: torch.nn.Module):
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor) -> torch.Tensor:
+        return self.backbone(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+
+
+def export_onnx(encoder: DenseEncoder, folder: Path) -> dict[str, Path]:
+    """fp32 and int8 (dynamic, per-channel weights) ONNX files of the encoder's backbone."""
+    import warnings
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    sample = encoder.tokenize_passages(["an example passage", "another one"])
+    fp32, int8 = folder / "model.onnx", folder / "model.int8.onnx"
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_LastHidden(encoder.passage_tower.backbone).eval(), tuple(sample[k] for k in names),
+                          str(fp32), input_names=names, output_names=["last_hidden_state"], dynamo=False,
+                          dynamic_axes={k: {0: "batch", 1: "tokens"} for k in [*names, "last_hidden_state"]},
+                          opset_version=17)
+    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
+    return {"fp32": fp32, "int8": int8}
+
+
+def onnx_encoder(encoder: DenseEncoder, path: Path, threads: int, batch_size: int) -> Encode:
+    """Length-sorted batches through ONNX Runtime, then the encoder's pooling (and L2 normalisation)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    max_length = encoder.config.passage_max_length
+
+    def encode(texts: list[str]) -> np.ndarray:
+        lengths = [len(ids) for ids in encoder.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        out = np.empty((len(texts), encoder.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            batch = {k: v.numpy() for k, v in encoder.tokenize_passages([texts[i] for i in rows]).items()}
+            hidden = session.run(None, batch)[0]
+            if encoder.config.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                mask = batch["attention_mask"][..., None].astype(np.float32)
+                pooled = (hidden * mask).sum(1) / mask.sum(1)
+            out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True) if encoder.config.normalize else pooled
+        return out
+    return encode
+
+
+def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min())
+
+
+def with_threads(threads: int, encode: Encode) -> Encode:
+    def run(texts: list[str]) -> np.ndarray:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return encode(texts)
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def levers(encoder: DenseEncoder, onnx: dict[str, Path], threads: int, batch_size: int,
+           batch_sizes: list[int]) -> dict[str, Encode]:
+    """Label -> encode function, one per lever setting."""
+    def ours(precision: str, bs: int = batch_size) -> Encode:
+        return lambda texts: encoder.encode_passages(texts, batch_size=bs, precision=precision)
+
+    def corpus_order(texts: list[str]) -> np.ndarray:  # one call per batch: no sorting across batches
+        return np.concatenate([encoder.encode_passages(texts[i:i + batch_size], batch_size=batch_size)
+                               for i in range(0, len(texts), batch_size)])
+
+    cast = copy.deepcopy(encoder).to(torch.bfloat16)  # what sentence-transformers' bf16 model_kwargs give
+    tasks = {
+        "fp32, corpus order": corpus_order,
+        "fp32, length-sorted (baseline)": ours("fp32"),
+        "bf16 autocast (auto here)": ours("bf16"),
+        "bf16 weights (model cast to bf16, no autocast)": lambda texts: cast.encode_passages(texts,
+                                                                                            batch_size=batch_size),
+        "int8 dynamic quantisation": ours("int8"),
+        "ONNX Runtime fp32": onnx_encoder(encoder, onnx["fp32"], threads, batch_size),
+        "ONNX Runtime int8 (per-channel)": onnx_encoder(encoder, onnx["int8"], threads, batch_size),
+    }
+    if threads > 1:
+        tasks["fp32, 1 thread"] = with_threads(1, ours("fp32"))
+        tasks["bf16, 1 thread"] = with_threads(1, ours("bf16"))
+    for bs in batch_sizes:
+        if bs != batch_size:
+            tasks[f"bf16, batch size {bs}"] = ours("bf16", bs)
+    return tasks
+
+
+def profile(encoder: DenseEncoder, texts: list[str], precision: str, top: int) -> list[tuple[str, float, int]]:
+    """(operator, % of self CPU time, calls) of the ``top`` operators while encoding ``texts``."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    encoder.encode_passages(texts[:4], precision=precision)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        encoder.encode_passages(texts, batch_size=len(texts), precision=precision)
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events)
+    return [(e.key, 100 * e.self_cpu_time_total / total, e.count) for e in events[:top]]
+
+
+def plot(rates: dict[str, float], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(rates)[::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.2))
+    ax.barh(labels, [rates[k] for k in labels], color="tab:blue")
+    for i, label in enumerate(labels):
+        ax.text(rates[label], i, f" {rates[label]:.1f}", va="center", fontsize=8)
+    ax.set_xlabel("passages/s (higher is better)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default="rag24-mini")
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--limit", type=int, default=500, help="passages timed (the first N of the corpus)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 16, 64, 128])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--top", type=int, default=8, help="operators listed in the profile")
+    parser.add_argument("--output", help="Markdown file to update (the chart goes beside it)")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    load_before = load_average()
+    texts = [p.text for _, p in zip(range(args.limit), iter_corpus(resolve_corpus(args.corpus)), strict=False)]
+    encoder = DenseEncoder.from_pretrained(args.model)
+    reference = encoder.encode_passages(texts[:args.batch_size])
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks = levers(encoder, export_onnx(encoder, Path(tmp)), args.threads, args.batch_size, args.batch_sizes)
+        agreement = {k: min_cosine(f(texts[:args.batch_size]), reference) for k, f in tasks.items()}
+        seconds = alternating_medians({k: (lambda f=f: f(texts)) for k, f in tasks.items()}, args.repeats)
+    rates = {k: len(texts) / s for k, s in seconds.items()}
+    base = rates["fp32, length-sorted (baseline)"]
+    lines = ["| lever | passages/s | × fp32 baseline | min cos vs fp32 |", "| --- | --- | --- | --- |"]
+    lines += [f"| {k} | {r:.1f} | {r / base:.2f} | {agreement[k]:.5f} |" for k, r in rates.items()]
+    probe = sorted(texts, key=len, reverse=True)[:args.batch_size]
+    profiles = {p: profile(encoder, probe, p, args.top) for p in ("fp32", "bf16")}
+    prof_lines = ["| rank | fp32: operator | % self CPU | bf16: operator | % self CPU |", "| --- " * 5 + "|"]
+    for i, (a, b) in enumerate(zip(profiles["fp32"], profiles["bf16"], strict=True)):
+        prof_lines.append(f"| {i + 1} | `{a[0]}` | {a[1]:.1f} | `{b[0]}` | {b[1]:.1f} |")
+    chart = ""
+    if args.output:
+        png = Path(args.output).with_name("bench-encode-levers.png")
+        plot(rates, png, f"ance-ir encoding levers, first {len(texts)} rag24-mini passages, {args.threads} threads")
+        chart = f"\n![encoding levers]({png.name})\n"
+    body = (f"### CPU encoding levers: first {len(texts)} rag24-mini passages\n\n"
+            f"`{args.model}`, {encoder.config.pooling} pooling, max length {encoder.config.passage_max_length}, "
+            f"batch size {args.batch_size} unless stated, "
+            f"{args.threads} threads unless stated; median of {args.repeats} alternating runs in one process. "
+            "min cos: over the first batch, against fp32.\n\n" + "\n".join(lines) + "\n" + chart +
+            f"\nWhere the time goes: `torch.profiler`, one batch of the {len(probe)} longest of these passages "
+            "(operators by self CPU time; tokenisation is outside the operators):\n\n" + "\n".join(prof_lines)
+            + "\n\n" + provenance(load_before, ("onnxruntime", "onnx")))
+    print(body)
+    if args.output:
+        write_section(args.output, "encode-levers cpu", body)
+
+
+if __name__ == "__main__":
+    main()
