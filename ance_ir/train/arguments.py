@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from ance_ir.data import InputError, atomic_write
+from ance_ir.modeling.inference import PRECISIONS as INFERENCE_PRECISIONS
 from ance_ir.train.loss import LOSSES
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 
@@ -29,8 +30,8 @@ INDEX_TYPES = ("flat", "hnsw")
 # Settings a resumed run may change: they decide when and how things are saved or run, not what is learned
 # from which data (refresh_mode and max_staleness do change which negatives later steps see).
 RESUMABLE = frozenset({"stop_at", "log_every", "save_every", "keep_checkpoints", "device", "inferencer_device",
-                       "refresh_mode", "max_staleness", "progress", "encode_batch_size", "threads",
-                       "inferencer_threads"})
+                       "refresh_mode", "max_staleness", "progress", "encode_batch_size", "refresh_precision",
+                       "threads", "inferencer_threads"})
 ENCODER_FIELDS = ("pooling", "normalize", "head", "query_max_length", "passage_max_length")
 
 
@@ -91,6 +92,8 @@ class TrainConfig:
     log_every: int = _opt(10, "write a log.jsonl record every N steps")
     progress: bool = _opt(True, "show a progress bar")
     encode_batch_size: int = _opt(128, "refresh: passages per encoding batch")
+    refresh_precision: str = _opt("auto", "refresh: encoding precision (" + ", ".join(INFERENCE_PRECISIONS) + "; "
+                                          "auto = bf16 where the CPU has native bf16, see docs/bench.md)")
     index_type: str = _opt("flat", "refresh: faiss index type (" + ", ".join(INDEX_TYPES) + ")")
     eval_hits: int = _opt(1000, "refresh: passages retrieved per eval query")
     inferencer_device: str | None = _opt(None, "device of the async inferencer (default: device)")
@@ -118,7 +121,8 @@ class TrainConfig:
             if not getattr(self, name):
                 raise ConfigError(name, "is required")
         choices = {"negatives": tuple(NEGATIVE_STRATEGIES), "loss": tuple(LOSSES), "precision": PRECISIONS,
-                   "refresh_mode": REFRESH_MODES, "index_type": INDEX_TYPES, "pooling": ("cls", "mean", None)}
+                   "refresh_mode": REFRESH_MODES, "refresh_precision": INFERENCE_PRECISIONS, "index_type": INDEX_TYPES,
+                   "pooling": ("cls", "mean", None)}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {', '.join(a for a in allowed if a)}, "

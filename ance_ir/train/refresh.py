@@ -51,6 +51,7 @@ class RefreshJob:
     mine: bool
     depth: int
     batch_size: int
+    precision: str
     index_type: str
     eval_hits: int
 
@@ -69,7 +70,7 @@ class RefreshJob:
                 raise ValueError(f"eval_qrels judge none of the eval_topics {config.eval_topics}")
         return cls(data.docids, [data.texts[d] for d in data.docids], data.queries, data.exclude, eval_topics,
                    eval_qrels, NEGATIVE_STRATEGIES[config.negatives].refreshed, config.negative_depth,
-                   config.encode_batch_size, config.index_type, config.eval_hits)
+                   config.encode_batch_size, config.refresh_precision, config.index_type, config.eval_hits)
 
 
 def _search(index: DenseIndex, vectors: np.ndarray, k: int) -> list[tuple[np.ndarray, list[str]]]:
@@ -95,7 +96,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
 
     encoder = DenseEncoder.from_pretrained(checkpoint).to(device)
     lap("load_s")
-    vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size)
+    vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision)
     lap("encode_s")
     index = DenseIndex(build_index(vectors, job.index_type), job.docids)
     lap("index_s")
@@ -103,7 +104,8 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
                               "passages": len(job.docids)}
     if job.mine:
         qids = list(job.queries)
-        query_vectors = encoder.encode_queries([job.queries[q] for q in qids], batch_size=job.batch_size)
+        query_vectors = encoder.encode_queries([job.queries[q] for q in qids], batch_size=job.batch_size,
+                                               precision=job.precision)
         extra = max(len(job.exclude.get(q, ())) for q in qids)
         negatives = {}
         for qid, (_, ranked) in zip(qids, _search(index, query_vectors, job.depth + extra), strict=True):
@@ -115,7 +117,8 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
         record.update(negatives_version=step, queries_mined=len(negatives))
     if job.eval_topics is not None:
         qids = list(job.eval_topics)
-        query_vectors = encoder.encode_queries([job.eval_topics[q] for q in qids], batch_size=job.batch_size)
+        query_vectors = encoder.encode_queries([job.eval_topics[q] for q in qids], batch_size=job.batch_size,
+                                               precision=job.precision)
         ranking = {qid: [(d, float(s)) for d, s in zip(ranked, scores, strict=False)]
                    for qid, (scores, ranked) in zip(qids, _search(index, query_vectors, job.eval_hits), strict=True)}
         record["metrics"] = evaluate(job.eval_qrels, ranking)
