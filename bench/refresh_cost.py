@@ -34,7 +34,8 @@ STAGES = ("load_s", "encode_s", "index_s", "mine_s", "publish_s", "eval_s")
 def train_command(args: argparse.Namespace, output: Path) -> list[str]:
     return [sys.executable, "-m", "ance_ir.train", "--config", str(ROOT / "configs/rag24-mini/ance.yaml"),
             "--init-from", "none", "--model", args.model, "--output", str(output), "--refresh-mode", "sync",
-            "--refresh-every", str(args.refresh_every), "--max-steps", str(2 * args.refresh_every),
+            "--refresh-precision", "fp32", "--refresh-every", str(args.refresh_every),
+            "--max-steps", str(2 * args.refresh_every),
             "--log-every", str(args.log_every), "--threads", str(args.threads), "--device", args.device,
             "--no-progress"]
 
