@@ -11,7 +11,7 @@ from ance_ir.eval import evaluate
 from ance_ir.fusion import interpolate
 from ance_ir.fusion.tune import best_alpha, sweep_alpha
 from bench.common import write_section
-from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, ROWS, run_file, times_file
+from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, family_rows, run_file, times_file
 
 DEPTH = 100  # hits kept per query in the committed dense runs
 
@@ -48,7 +48,8 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
         (f"zero-shot {FAMILIES[family].model}", [measures(run_file(family, "zero-shot", None, "test"))], []),
     ]
     train_ndcg = {}
-    for row in ROWS:
+    rows_run = family_rows(family)
+    for row in rows_run:
         rows.append((row.label, [measures(run_file(family, row.name, s, "test")) for s in seeds],
                      [times[f"{row.name}.seed{s}"] for s in seeds if f"{row.name}.seed{s}" in times]))
         train_ndcg[row.name] = statistics.fmean(
@@ -56,7 +57,7 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
                      ["ndcg@10"])["ndcg_cut_10"] for s in seeds)
     best = max(train_ndcg, key=train_ndcg.get)
     alphas = [fuse_with_bm25(family, best, s) for s in seeds]
-    label = next(r.label for r in ROWS if r.name == best)
+    label = next(r.label for r in rows_run if r.name == best)
     rows.append((f"{label} + BM25 (alpha {', '.join(f'{a:g}' for a in alphas)})",
                  [measures(run_file(family, f"hybrid-{best}", s, "test")) for s in seeds], []))
 
