@@ -25,7 +25,7 @@ test-all: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check ance_ir tests bench
+	$(BIN)/ruff check ance_ir tests bench experiments
 
 # The main job on the built-in data: BM25, zero-shot dense retrieval and their hybrid on rag24-mini.
 # Indexes are file targets, so a second `make demo` reuses them.

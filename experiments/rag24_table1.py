@@ -78,7 +78,7 @@ ROWS = [
                                          "--inferencer-threads", "1"), warm_start=True, stages="cont",
         refresh=True),
 ]
-# ANCE with the in-batch passages DPR also scores: the same number of negatives per query as the DPR row.
+# ANCE also scoring the in-batch passages: as many negatives per query as the DPR row (beyond the paper's table).
 EXTRA_ROWS = [
     Row("ance-inbatch", "ANCE + in-batch", ("--negatives", "ance", "--in-batch", "--refresh-mode", "async",
                                             "--threads", "1", "--inferencer-threads", "1"),
