@@ -10,8 +10,9 @@ from ance_ir.datasets import resolve_qrels
 from ance_ir.eval import evaluate
 from ance_ir.fusion import interpolate
 from ance_ir.fusion.tune import best_alpha, sweep_alpha
+from ance_ir.train import read_log
 from bench.common import write_section
-from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, family_rows, run_file, times_file
+from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, family_rows, kept_file, run_file, times_file
 
 DEPTH = 100  # hits kept per query in the committed dense runs
 
@@ -41,6 +42,35 @@ def cell(values: list[float], digits: int = 3) -> str:
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def median_or_dash(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}" if values else "–"
+
+
+def async_overlap(family: str, seeds: list[int]) -> str:
+    """Per asynchronously refreshed run: refresh time, when each negatives version was adopted, and the
+    trainer's speed in log windows with no refresh running against windows entirely during one."""
+    lines = ["| run | async refreshes | refresh s (median) | version → adopted at step | staleness at adoption | "
+             "max staleness | steps/s, no refresh | steps/s, during a refresh | ratio |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in (r for r in family_rows(family) if r.refresh):
+        for seed in seeds:
+            log = read_log(kept_file(family, row.name, seed, "log.jsonl"))
+            refreshes = [r for r in json.loads(kept_file(family, row.name, seed, "refresh.json").read_text())
+                         if r["mode"] == "async"]
+            adopted = [(e["version"], e["step"]) for e in log if e.get("event") == "negatives" and e["version"]]
+            windows = [r for r in log if "steps_per_s" in r]
+            idle = [r["steps_per_s"] for r in windows if r["inferencer_busy"] == 0]
+            busy = [r["steps_per_s"] for r in windows if r["inferencer_busy"] == 1]
+            ratio = f"{statistics.median(busy) / statistics.median(idle):.2f}" if idle and busy else "–"
+            lines.append(
+                f"| {row.label}, seed {seed} | {len(refreshes)} | "
+                f"{median_or_dash([r['total_s'] for r in refreshes])} | "
+                f"{', '.join(f'{v} → {s}' for v, s in adopted) or '–'} | "
+                f"{', '.join(str(s - v) for v, s in adopted) or '–'} | {max(r['staleness'] for r in windows)} | "
+                f"{median_or_dash(idle)} | {median_or_dash(busy)} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def report(family: str, seeds: list[int], output: str | None) -> None:
     times = json.loads(times_file(family).read_text()) if times_file(family).is_file() else {}
     rows: list[tuple[str, list[dict], list[float]]] = [
@@ -68,7 +98,10 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
         values = [cell([m[k] for m in per_seed]) for k in keys]
         lines.append(f"| {name} | " + " | ".join(values) + f" | {cell(walls, 0) if walls else '–'} |")
     body = (f"### Family `{family}` (seeds {', '.join(map(str, seeds))}; best dense row on train nDCG@10: "
-            f"{label})\n\n" + "\n".join(lines) + "\n")
+            f"{label})\n\n" + "\n".join(lines) + "\n\n"
+            f"Asynchronous refreshes of the `{family}` ANCE runs (from the committed `*.log.jsonl` and "
+            "`*.refresh.json` copies of each run's log and refresh records; a window is `log_every` steps):\n\n"
+            + async_overlap(family, seeds))
     print(body)
     if output:
         write_section(output, f"table1 {family}", body)

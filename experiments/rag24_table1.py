@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -108,6 +109,11 @@ def run_file(family: str, row: str, seed: int | None, split: str) -> Path:
     return ROOT / "runs" / "rag24" / "table1" / family / f"{stem}.{split}.trec.gz"
 
 
+def kept_file(family: str, row: str, seed: int, kind: str) -> Path:
+    """A committed copy of a training run's ``log.jsonl`` or refresh records (``kind``)."""
+    return run_file(family, row, seed, "test").with_name(f"{row}.seed{seed}.{kind}")
+
+
 def work(family: str, *parts: str) -> Path:
     return ROOT / "train-runs" / "table1" / family / Path(*parts)
 
@@ -138,6 +144,16 @@ def evaluate_model(family: Family, name: str, model: str, row: str, seed: int | 
                   "--output", str(out), "--run-tag", f"{name}-{row}"))
 
 
+def keep_logs(run: Path, name: str, row: str, seed: int) -> None:
+    """Commit-sized copies of a refreshed run's training log and refresh records (the async overlap evidence)."""
+    from ance_ir.train.layout import RunDir
+    from ance_ir.train.store import RefreshRecords
+
+    shutil.copyfile(run / "log.jsonl", kept_file(name, row, seed, "log.jsonl"))
+    records = RefreshRecords(RunDir(run).refresh).read_all()
+    kept_file(name, row, seed, "refresh.json").write_text(json.dumps(records, indent=1) + "\n")
+
+
 def final_checkpoint(run: Path) -> Path:
     return sorted((run / "checkpoints").glob("step-*"))[-1]
 
@@ -159,6 +175,8 @@ def train_row(family: Family, name: str, row: Row, seed: int) -> None:
         if row.name in ("bm25", "dpr"):
             args += ["--bm25-index", str(work(name, "bm25-index"))]
         record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *args)))
+    if row.refresh:
+        keep_logs(run, name, row.name, seed)
     evaluate_model(family, name, str(final_checkpoint(run)), row.name, seed)
 
 
