@@ -7,7 +7,7 @@ import statistics
 
 from ance_ir.data import read_run, write_run
 from ance_ir.datasets import resolve_qrels
-from ance_ir.eval import evaluate
+from ance_ir.eval import evaluate, evaluate_per_query
 from ance_ir.fusion import interpolate
 from ance_ir.fusion.tune import best_alpha, sweep_alpha
 from ance_ir.train import read_log
@@ -40,6 +40,39 @@ def cell(values: list[float], digits: int = 3) -> str:
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def per_query_ndcg(family: str, row: str, seeds: list[int] | None) -> dict[str, float]:
+    """Test nDCG@10 of every query, averaged over the seeds' runs (``seeds`` None: the one unseeded run)."""
+    qrels = resolve_qrels("rag24-mini-test")
+    runs = [run_file(family, row, None, "test")] if seeds is None else [run_file(family, row, s, "test")
+                                                                        for s in seeds]
+    per_run = [evaluate_per_query(qrels, read_run(path), ["ndcg@10"]) for path in runs]
+    return {q: statistics.fmean(r[q]["ndcg_cut_10"] for r in per_run) for q in per_run[0]}
+
+
+def paired_comparisons(family: str, seeds: list[int]) -> str:
+    """ANCE against the other rows: mean difference of per-query nDCG@10 (seed-averaged) and a paired t-test."""
+    from scipy.stats import ttest_rel
+
+    names = [r.name for r in family_rows(family)]
+    labels = {r.name: r.label for r in family_rows(family)} | {"zero-shot": f"zero-shot {FAMILIES[family].model}"}
+    pairs = [("ance", other) for other in ("zero-shot", "rand", "bm25", "bm25-rand", "inbatch", "dpr")]
+    if "ance-inbatch" in names:
+        pairs += [("ance-inbatch", "dpr"), ("ance-inbatch", "ance")]
+    lines = ["| comparison (test nDCG@10, 101 queries) | A | B | A − B | queries A better / worse | paired t-test p |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for a, b in pairs:
+        x = per_query_ndcg(family, a, seeds)
+        y = per_query_ndcg(family, b, None if b == "zero-shot" else seeds)
+        qids = sorted(x.keys() & y.keys())
+        xs, ys = [x[q] for q in qids], [y[q] for q in qids]
+        better = sum(u > v for u, v in zip(xs, ys, strict=True))
+        worse = sum(u < v for u, v in zip(xs, ys, strict=True))
+        lines.append(f"| {labels[a]} vs {labels[b]} | {statistics.fmean(xs):.4f} | {statistics.fmean(ys):.4f} | "
+                     f"{statistics.fmean(xs) - statistics.fmean(ys):+.4f} | {better} / {worse} | "
+                     f"{ttest_rel(xs, ys).pvalue:.3g} |")
+    return "\n".join(lines) + "\n"
 
 
 def median_or_dash(values: list[float]) -> str:
@@ -99,6 +132,8 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
         lines.append(f"| {name} | " + " | ".join(values) + f" | {cell(walls, 0) if walls else '–'} |")
     body = (f"### Family `{family}` (seeds {', '.join(map(str, seeds))}; best dense row on train nDCG@10: "
             f"{label})\n\n" + "\n".join(lines) + "\n\n"
+            "Per query, each row's nDCG@10 averaged over the seeds, ANCE against the other rows:\n\n"
+            + paired_comparisons(family, seeds) + "\n"
             f"Asynchronous refreshes of the `{family}` ANCE runs (from the committed `*.log.jsonl` and "
             "`*.refresh.json` copies of each run's log and refresh records; a window is `log_every` steps):\n\n"
             + async_overlap(family, seeds))
