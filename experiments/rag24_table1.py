@@ -42,7 +42,6 @@ class Family:
     refresh_every: int
     flags: tuple[str, ...] = ()
     encoder_flags: tuple[str, ...] = ()
-    extra_rows: tuple[str, ...] = ()  # rows beyond the paper's (EXTRA_ROWS) that this family also runs
 
 
 FAMILIES = {
@@ -55,7 +54,7 @@ FAMILIES = {
     "bert-tiny": Family("bert-tiny", warmup=300, cont=300, refresh_every=100,
                         flags=("--temperature", "1.0", "--lr", "1e-4", "--batch-size", "16", "--warmup-ratio",
                                "0.1", "--pooling", "mean", "--no-normalize", "--refresh-precision", "fp32"),
-                        encoder_flags=("--pooling", "mean", "--no-normalize"), extra_rows=("ance-inbatch",)),
+                        encoder_flags=("--pooling", "mean", "--no-normalize")),
 }
 
 
@@ -79,18 +78,6 @@ ROWS = [
                                          "--inferencer-threads", "1"), warm_start=True, stages="cont",
         refresh=True),
 ]
-# ANCE also scoring the in-batch passages: as many negatives per query as the DPR row (beyond the paper's table).
-EXTRA_ROWS = [
-    Row("ance-inbatch", "ANCE + in-batch", ("--negatives", "ance", "--in-batch", "--refresh-mode", "async",
-                                            "--threads", "1", "--inferencer-threads", "1"),
-        warm_start=True, stages="cont", refresh=True),
-]
-
-
-def family_rows(name: str) -> list[Row]:
-    """The rows family ``name`` runs: the paper's, then its extra ones."""
-    return ROWS + [r for r in EXTRA_ROWS if r.name in FAMILIES[name].extra_rows]
-
 
 def sh(cmd: list[str]) -> float:
     """Run a command from the repository root, echoing it; return its wall time."""
@@ -186,7 +173,7 @@ def run(name: str, seeds: list[int]) -> None:
         sh(py("ance_ir.bm25", "index", "--corpus", "rag24-mini", "--output", str(work(name, "bm25-index"))))
     evaluate_model(family, name, family.model, "zero-shot", None)
     for seed in seeds:
-        for row in family_rows(name):
+        for row in ROWS:
             train_row(family, name, row, seed)
 
 
