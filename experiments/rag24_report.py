@@ -80,6 +80,23 @@ def paired_comparisons(family: str, seeds: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def training_signal(family: str, seeds: list[int]) -> str:
+    """Median loss and gradient norms over each row's last C steps (the continuation stage), mean over seeds."""
+    cont = FAMILIES[family].cont
+    lines = [f"| row | loss (median, last {cont} steps) | gradient norm | bottom third of the layers |",
+             "| --- | --- | --- | --- |"]
+    for row in ROWS:
+        per_seed = []
+        for seed in seeds:
+            records = [r for r in read_log(kept_file(family, row.name, seed, "log.jsonl")) if "loss" in r]
+            last = [r for r in records if r["step"] > records[-1]["step"] - cont]
+            per_seed.append([statistics.median(r[k] for r in last)
+                             for k in ("loss", "grad_norm", "grad_norm_bottom")])
+        lines.append(f"| {row.label} | " + " | ".join(f"{statistics.fmean(v):.4g}" for v in zip(*per_seed, strict=True))
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
 def median_or_dash(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}" if values else "–"
 
@@ -138,6 +155,8 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
             f"{label})\n\n" + "\n".join(lines) + "\n\n"
             "Per query, each row's nDCG@10 averaged over the seeds, ANCE against the other rows:\n\n"
             + paired_comparisons(family, seeds) + "\n"
+            "Training signal, from the committed logs (`ROW.seedN.log.jsonl`):\n\n"
+            + training_signal(family, seeds) + "\n"
             f"Asynchronous refreshes of the `{family}` ANCE runs (from the committed `*.log.jsonl` and "
             "`*.refresh.json` copies of each run's log and refresh records; a window is `log_every` steps):\n\n"
             + async_overlap(family, seeds))

@@ -131,14 +131,15 @@ def evaluate_model(family: Family, name: str, model: str, row: str, seed: int | 
                   "--output", str(out), "--run-tag", f"{name}-{row}"))
 
 
-def keep_logs(run: Path, name: str, row: str, seed: int) -> None:
-    """Commit-sized copies of a refreshed run's training log and refresh records (the async overlap evidence)."""
+def keep_logs(run: Path, name: str, row: Row, seed: int) -> None:
+    """Commit-sized copies of a run's training log and, if it refreshes, its refresh records."""
     from ance_ir.train.layout import RunDir
     from ance_ir.train.store import RefreshRecords
 
-    shutil.copyfile(run / "log.jsonl", kept_file(name, row, seed, "log.jsonl"))
-    records = RefreshRecords(RunDir(run).refresh).read_all()
-    kept_file(name, row, seed, "refresh.json").write_text(json.dumps(records, indent=1) + "\n")
+    shutil.copyfile(run / "log.jsonl", kept_file(name, row.name, seed, "log.jsonl"))
+    if row.refresh:
+        records = RefreshRecords(RunDir(run).refresh).read_all()
+        kept_file(name, row.name, seed, "refresh.json").write_text(json.dumps(records, indent=1) + "\n")
 
 
 def final_checkpoint(run: Path) -> Path:
@@ -162,8 +163,7 @@ def train_row(family: Family, name: str, row: Row, seed: int) -> None:
         if row.name in ("bm25", "dpr"):
             args += ["--bm25-index", str(work(name, "bm25-index"))]
         record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *args)))
-    if row.refresh:
-        keep_logs(run, name, row.name, seed)
+    keep_logs(run, name, row, seed)
     evaluate_model(family, name, str(final_checkpoint(run)), row.name, seed)
 
 
