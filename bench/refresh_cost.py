@@ -111,8 +111,8 @@ def main() -> None:
 
     head = ("| refresh | load (s) | encode (s) | index (s) | mine (s) | publish (s) | eval (s) | total (s) | "
             f"total / training time of {args.interval} steps | nDCG@10 (test) |\n" + "| --- " * 10 + "|\n")
-    in_run = "\n".join(row(f"in the training run, step {r['step']} "
-                                                     f"({label(run_precision, args.device)})", r) for r in run_records)
+    run_label = label(run_precision, args.device)
+    in_run = "\n".join(row(f"in the training run, step {r['step']} ({run_label})", r) for r in run_records)
     variants = "\n".join(row(f"step {r['step']}, passages in {label(r['precision'], args.device)}", r)
                           for r in by_precision)
     body = (f"### ANCE refresh cost, {args.device}: rag24-mini ({run_records[0]['passages']} passages), "

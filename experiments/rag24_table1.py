@@ -7,7 +7,8 @@ evaluated on the 101 test topics, mean ± std over seeds.
 ``run`` executes every row with the package's own CLIs (printed as they run) and skips what is finished,
 so an interrupted run continues. Runs go to ``runs/rag24/table1/FAMILY/`` (committed, 100 hits per query);
 training folders and indexes to ``train-runs/table1/FAMILY/`` (git-ignored). ``report`` evaluates the
-committed run files with ``ance_ir.eval`` and writes the table.
+committed run files with ``ance_ir.eval`` and writes the table. Each row's ``log.jsonl`` (and an ANCE row's
+refresh records) is copied beside its run files, for the report's training-signal and async tables.
 
 Every dense row starts from the family's model. BM25 Neg trains ``warmup + continue`` steps on BM25
 negatives; its checkpoint at ``warmup`` steps is the warm-up that BM25 → Rand and ANCE continue from for
@@ -90,6 +91,7 @@ EXTRA_ROWS = [
 def family_rows(name: str) -> list[Row]:
     """The rows family ``name`` runs: the paper's, then its extra ones."""
     return ROWS + [r for r in EXTRA_ROWS if r.name in FAMILIES[name].extra_rows]
+
 
 def sh(cmd: list[str]) -> float:
     """Run a command from the repository root, echoing it; return its wall time."""
