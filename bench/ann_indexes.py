@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 
 from ance_ir.datasets import resolve_topics
-from ance_ir.index import build_index, load_dense_index
+from ance_ir.index import build_index, load_dense_index, stored_vectors
 from ance_ir.search import encoder_for_index
 from bench.common import alternating_medians, command_line, machine, write_section
 
@@ -69,7 +69,7 @@ def main() -> None:
 
     faiss.omp_set_num_threads(args.threads)
     dense = load_dense_index(args.index)
-    vectors = dense.index.reconstruct_n(0, len(dense))
+    vectors = stored_vectors(dense)
     texts = [q for spec in args.topics for q in resolve_topics(spec).values()]
     queries = encoder_for_index(dense, None).encode_queries(texts)
     rows = compare(vectors, queries, args.k, args.repeats, args.types)

@@ -69,9 +69,10 @@ def paired_comparisons(family: str, seeds: list[int]) -> str:
         pairs += [("ance-inbatch", "dpr"), ("ance-inbatch", "inbatch"), ("ance-inbatch", "ance")]
     lines = ["| comparison (test nDCG@10, 101 queries) | A | B | A − B | queries A better / worse | paired t-test p |",
              "| --- | --- | --- | --- | --- | --- |"]
+    ndcg = {row: per_query_ndcg(family, row, None if row == "zero-shot" else seeds)
+            for row in dict.fromkeys(name for pair in pairs for name in pair)}
     for a, b in pairs:
-        x = per_query_ndcg(family, a, seeds)
-        y = per_query_ndcg(family, b, None if b == "zero-shot" else seeds)
+        x, y = ndcg[a], ndcg[b]
         qids = sorted(x.keys() & y.keys())
         xs, ys = [x[q] for q in qids], [y[q] for q in qids]
         better = sum(u > v for u, v in zip(xs, ys, strict=True))
