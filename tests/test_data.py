@@ -104,6 +104,15 @@ def test_run_lines_match_pyserini_trec_writer(tmp_path):
     assert read_run(tmp_path / "r.trec") == run
 
 
+def test_gzip_run_files_are_byte_reproducible(tmp_path, monkeypatch):
+    run = {"q1": [("d1", 12.5), ("d2", 3.0)]}
+    write_run(run, tmp_path / "a.trec.gz")
+    monkeypatch.setattr("time.time", lambda: 2_000_000_000.0)
+    write_run(run, tmp_path / "b.trec.gz")
+    assert (tmp_path / "a.trec.gz").read_bytes() == (tmp_path / "b.trec.gz").read_bytes()
+    assert read_run(tmp_path / "b.trec.gz") == run
+
+
 def test_bad_run_lines(tmp_path):
     path = tmp_path / "r.trec"
     path.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 t\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import shutil
 import tempfile
@@ -23,7 +24,7 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside ``path``; rename it to ``path`` when the block exits cleanly.
 
     On any exception the temporary file is removed and ``path`` is left untouched. A ``.gz`` suffix
-    writes gzip.
+    writes gzip with an empty name and zero mtime in its header, so the same content gives the same bytes.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,14 +32,25 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())
     try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-        with opener(tmp, mode + ("t" if path.suffix == ".gz" and "b" not in mode else ""), **kwargs) as f:
+        with open(tmp, "wb") as raw, _open_layers(raw, path.suffix == ".gz", "b" in mode) as f:
             yield f
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def _open_layers(raw: IO[bytes], gzipped: bool, binary: bool) -> Iterator[IO]:
+    """Stack reproducible gzip (header without name or time) and UTF-8 text layers over ``raw``."""
+    stream: IO = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzipped else raw
+    if not binary:
+        stream = io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
+    try:
+        yield stream
+    finally:
+        if stream is not raw:
+            stream.close()
 
 
 @contextmanager
