@@ -1,8 +1,9 @@
 """Where a training step's time goes: the pieces in which ``ance_ir.train`` and sentence-transformers differ.
 
-Forward + backward of the same (query, positive, negative) batches two ways: ance-ir's collator tokenizes the
-``2B`` passages of a batch as one padded batch; sentence-transformers' MNRL runs the positive and the negative
-columns as two batches of ``B``. Then one optimizer step of PyTorch's default (foreach) AdamW against the fused
+Forward + backward of the same (query, positive, negative) batches several ways: ance-ir's collator with each
+``--buckets`` value (1: the ``2B`` passages of a batch as one padded batch; k: length-sorted into k batches, each
+padded to its own longest); sentence-transformers' MNRL, which runs the positive and the negative columns as two
+batches of ``B``. Then one optimizer step of PyTorch's default (foreach) AdamW against the fused
 one that ance-ir's ``build_optimizer`` and the Hugging Face Trainer (so sentence-transformers) use, and
 ance-ir's per-layer-group gradient norms. Medians of alternating runs.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +22,7 @@ import torch.nn.functional as F
 import ance_ir  # noqa: F401
 from ance_ir.modeling import DenseEncoder
 from ance_ir.train.arguments import build_config
+from ance_ir.train.collator import Collator, Group
 from ance_ir.train.dataset import PairStream, TrainData
 from ance_ir.train.modeling import DualEncoderModule, grad_norm, layer_groups
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
@@ -27,8 +30,9 @@ from ance_ir.train.optim import build_optimizer
 from bench.common import alternating_medians, load_average, provenance, write_section
 
 
-def batches(args: argparse.Namespace, count: int) -> list[tuple[list[str], list[str], list[str]]]:
-    """``count`` batches of (queries, positives, negatives) drawn as ance_ir.train draws them."""
+def batches(args: argparse.Namespace, count: int) -> tuple[TrainData, list[list[Group]]]:
+    """The training data and ``count`` batches of (query, positive, 1 random negative) groups, drawn as
+    ance_ir.train draws them."""
     config = build_config(None, {"output": "unused", "corpus": args.corpus, "train_topics": args.topics,
                                  "train_qrels": args.topics, "negatives": "random", "n_negatives": 1})
     data = TrainData.load(config)
@@ -37,24 +41,34 @@ def batches(args: argparse.Namespace, count: int) -> list[tuple[list[str], list[
     out = []
     for _ in range(count):
         pairs = [data.pairs[i] for i in stream.take(args.batch_size)]
-        out.append(([data.queries[q] for q, _ in pairs], [data.texts[d] for _, d in pairs],
-                    [data.texts[sampler.sample(q, data.exclude[q], 1, rng)[0]] for q, _ in pairs]))
-    return out
+        out.append([Group(q, d, tuple(sampler.sample(q, data.exclude[q], 1, rng))) for q, d in pairs])
+    return data, out
 
 
-def forward_backward(encoder: DenseEncoder, batch: tuple[list[str], list[str], list[str]], split: bool) -> None:
-    """In-batch NLL over queries x all passages; passages as one batch (ance-ir) or two (sentence-transformers)."""
-    queries, positives, negatives = batch
-    q = encoder.embed_queries(encoder.tokenize_queries(queries))
-    if split:
-        p = torch.cat([encoder.embed_passages(encoder.tokenize_passages(positives)),
-                       encoder.embed_passages(encoder.tokenize_passages(negatives))])
-        targets = torch.arange(len(queries))
-    else:  # the collator's order: each query's positive then its negative
-        interleaved = [t for pair in zip(positives, negatives, strict=True) for t in pair]
-        p = encoder.embed_passages(encoder.tokenize_passages(interleaved))
-        targets = torch.arange(len(queries)) * 2
-    F.cross_entropy(q @ p.T * 20, targets).backward()
+def ours(module: DualEncoderModule, collator: Collator, groups: list[Group]) -> None:
+    """ance-ir's forward + backward: in-batch NLL over queries x all passages, as the collator batches them."""
+    batch = collator(groups)
+    q, p = module(dict(batch.queries), [dict(b) for b in batch.passages], batch.restore)
+    F.cross_entropy(q @ p.T * 20, torch.arange(len(groups)) * 2).backward()
+
+
+def sentence_transformers(encoder: DenseEncoder, data: TrainData, groups: list[Group]) -> None:
+    """MNRL's way: the query, positive and negative columns as three batches."""
+    q = encoder.embed_queries(encoder.tokenize_queries([data.queries[g.qid] for g in groups]))
+    p = torch.cat([encoder.embed_passages(encoder.tokenize_passages([data.texts[d] for d in column]))
+                   for column in ([g.positive for g in groups], [g.negatives[0] for g in groups])])
+    F.cross_entropy(q @ p.T * 20, torch.arange(len(groups))).backward()
+
+
+def padding_share(masks: list[torch.Tensor]) -> float:
+    """Fraction of the tokens run through the model that are padding, from the batches' attention masks."""
+    return 1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks)
+
+
+def st_masks(encoder: DenseEncoder, data: TrainData, batches: list[list[Group]]) -> list[torch.Tensor]:
+    """Attention masks of the positive and negative columns, tokenized as sentence-transformers batches them."""
+    return [encoder.tokenize_passages([data.texts[d] for d in column])["attention_mask"]
+            for groups in batches for column in ([g.positive for g in groups], [g.negatives[0] for g in groups])]
 
 
 def main() -> None:
@@ -63,6 +77,7 @@ def main() -> None:
     parser.add_argument("--corpus", default="rag24-mini")
     parser.add_argument("--topics", default="rag24-mini-train")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--buckets", type=int, nargs="+", default=[1, 2, 4], help="passage_buckets to time")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--output", help="Markdown file to update")
@@ -73,52 +88,62 @@ def main() -> None:
     load_before = load_average()
     encoder = DenseEncoder.from_pretrained(args.model).train()
     module = DualEncoderModule(encoder)
-    data = batches(args, args.repeats + 1)
+    data, groups = batches(args, args.repeats + 1)
+    collators = {k: Collator(encoder, data.queries, data.texts, k) for k in args.buckets}
     state = {"i": 0}
 
-    def step(split: bool) -> None:
-        forward_backward(encoder, data[state["i"] % len(data)], split)
-        encoder.zero_grad(set_to_none=False)
+    def step(run: Callable[[list[Group]], None]) -> Callable[[], None]:
+        def timed() -> None:
+            run(groups[state["i"] % len(groups)])
+            encoder.zero_grad(set_to_none=False)
+        return timed
 
     def next_batch() -> None:
         state["i"] += 1
 
-    step(False)  # warm-up, and gradients for the optimizer steps below
-    forward_backward(encoder, data[0], True)
+    passes, pads = {}, {}
+    for k, collator in collators.items():
+        name = (f"forward + backward, ance-ir, `passage_buckets` {k}: the {2 * args.batch_size} passages "
+                + ("as one padded batch" if k == 1 else f"length-sorted into {k} batches"))
+        passes[name] = step(lambda g, c=collator: ours(module, c, g))
+        pads[name] = padding_share([b["attention_mask"] for g in groups for b in collator(g).passages])
+    st = f"forward + backward, sentence-transformers: positives and negatives as two batches of {args.batch_size}"
+    passes[st] = step(lambda g: sentence_transformers(encoder, data, g))
+    pads[st] = padding_share(st_masks(encoder, data, groups))
+    passes["next batch"] = next_batch
+    step(lambda g: ours(module, collators[args.buckets[0]], g))()  # warm-up
+    fb = alternating_medians(passes, args.repeats)
+    sentence_transformers(encoder, data, groups[0])  # gradients for the optimizer steps below
     params = [p for p in module.parameters() if p.requires_grad]
     default = torch.optim.AdamW([{"params": [p for p in params if p.ndim > 1], "weight_decay": 0.01},
                                  {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}], lr=2e-5)
     fused = build_optimizer(module, 2e-5, 0.01)
-    groups = layer_groups(module)
-    passes = {
-        f"forward + backward, the {2 * args.batch_size} passages as one batch (ance-ir)": lambda: step(False),
-        f"forward + backward, two batches of {args.batch_size} (sentence-transformers)": lambda: step(True),
-        "next batch": next_batch,
-    }
-    fb = alternating_medians(passes, args.repeats)
-    forward_backward(encoder, data[0], True)  # fresh gradients to step with
+    layers = layer_groups(module)
     with torch.no_grad():
         snapshot = [p.detach().clone() for p in params]
     other = alternating_medians({
         "AdamW step, PyTorch's default (foreach) implementation": default.step,
         "AdamW step, fused (ance-ir's `build_optimizer`; the Hugging Face Trainer's `adamw_torch_fused`)": fused.step,
         "gradient norms of the 3 layer groups (ance-ir logs them every step)": lambda: [grad_norm(g)
-                                                                                        for g in groups.values()],
+                                                                                        for g in layers.values()],
         "clip_grad_norm_ (both)": lambda: torch.nn.utils.clip_grad_norm_(params, 1.0),
     }, args.repeats)
     with torch.no_grad():
         for p, saved in zip(params, snapshot, strict=True):
             p.copy_(saved)
     rows = {k: v for k, v in fb.items() if k != "next batch"} | other
-    one, two = list(rows.values())[:2]
-    lines = ["| piece of a training step | seconds (median) |", "| --- | --- |"]
-    lines += [f"| {k} | {v:.4f} |" for k, v in rows.items()]
+    lines = ["| piece of a training step | seconds (median) | padding share of the passage tokens |",
+             "| --- | --- | --- |"]
+    lines += [f"| {k} | {v:.4f} | {f'{pads[k]:.1%}' if k in pads else ''} |" for k, v in rows.items()]
+    one = list(fb.values())[0]
+    best = min(args.buckets, key=lambda k: list(fb.values())[args.buckets.index(k)])
     foreach, fused_s = list(other.values())[:2]
     body = (f"### Where a training step goes, cpu: `{args.model}`, batch {args.batch_size} queries + "
             f"{2 * args.batch_size} passages\n\n"
-            f"Medians of {args.repeats} alternating runs, {args.threads} threads.\n\n" + "\n".join(lines) + "\n\n"
-            f"Running the passages as two batches would save {one - two:.3f} s of the {one + fused_s:.3f} s these "
-            f"pieces take per step in ance-ir ({100 * (one - two) / (one + fused_s):.1f}%); the fused AdamW saves "
+            f"Medians of {args.repeats} alternating runs over {args.repeats} batches, {args.threads} threads.\n\n"
+            + "\n".join(lines) + "\n\n"
+            f"Fastest passage batching: `passage_buckets` {best} "
+            f"({fb[list(fb)[args.buckets.index(best)]] / one:.2f} of the one-batch time); the fused AdamW saves "
             f"{foreach - fused_s:.3f} s per step against PyTorch's default.\n\n" + provenance(load_before))
     print(body)
     if args.output:

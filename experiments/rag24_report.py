@@ -65,8 +65,8 @@ def paired_comparisons(family: str, seeds: list[int]) -> str:
 
     labels = {r.name: r.label for r in family_rows(family)} | {"zero-shot": f"zero-shot {FAMILIES[family].model}"}
     pairs = [("ance", other) for other in ("zero-shot", "rand", "bm25", "bm25-rand", "inbatch", "dpr")]
-    if "ance-inbatch" in labels:
-        pairs += [("ance-inbatch", "dpr"), ("ance-inbatch", "inbatch"), ("ance-inbatch", "ance")]
+    pairs += [("ance-inbatch", other) for other in ("dpr", "inbatch", "ance")]
+    pairs = [(a, b) for a, b in pairs if a in labels and b in labels]
     lines = ["| comparison (test nDCG@10, 101 queries) | A | B | A − B | queries A better / worse | paired t-test p |",
              "| --- | --- | --- | --- | --- | --- |"]
     ndcg = {row: per_query_ndcg(family, row, None if row == "zero-shot" else seeds)

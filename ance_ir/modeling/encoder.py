@@ -194,11 +194,12 @@ class DenseEncoder(torch.nn.Module):
 
         ``precision``: auto, fp32, bf16, fp16 or int8 (default: ``inference_precision``, fp32).
         """
-        lengths = self._token_lengths(texts)
+        lengths = self.passage_token_lengths(texts)
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         return self._encode(texts, "passage", batch_size, order, show_progress, precision)
 
-    def _token_lengths(self, texts: Sequence[str]) -> list[int]:
+    def passage_token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Token count of each passage as :meth:`tokenize_passages` cuts it (special tokens included)."""
         prefix, max_length = self.config.passage_prefix, self.config.passage_max_length
         lengths = []
         for start in range(0, len(texts), _LENGTH_CHUNK):

@@ -72,6 +72,8 @@ class TrainConfig:
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes")
     grad_accumulation: int = _opt(1, "micro-batches per optimizer step")
+    passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
+                                   "to its own longest (less padding, see docs/bench.md; 1: one batch)")
     lr: float = _opt(1e-5, "peak learning rate (AdamW)")
     warmup_steps: int = _opt(0, "linear warm-up steps (wins over warmup_ratio when > 0)")
     warmup_ratio: float = _opt(0.0, "linear warm-up as a fraction of all steps")
@@ -127,9 +129,9 @@ class TrainConfig:
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {', '.join(a for a in allowed if a)}, "
                                         f"got {getattr(self, name)!r}")
-        positive = ("batch_size", "grad_accumulation", "negative_depth", "log_every", "encode_batch_size",
-                    "eval_hits", "max_steps", "stop_at", "query_max_length", "passage_max_length", "threads",
-                    "inferencer_threads")
+        positive = ("batch_size", "grad_accumulation", "passage_buckets", "negative_depth", "log_every",
+                    "encode_batch_size", "eval_hits", "max_steps", "stop_at", "query_max_length",
+                    "passage_max_length", "threads", "inferencer_threads")
         for name in positive:
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from transformers import BatchEncoding
 
@@ -27,26 +28,48 @@ class Group:
 
 @dataclass
 class Batch:
-    """Tokenized queries ``[B, ...]`` and passages ``[B*G, ...]`` (each query's group contiguous)."""
+    """Tokenized queries ``[B, ...]`` and the ``B*G`` passages (each query's group contiguous).
+
+    The passages are tokenized in one or more length-sorted sub-batches, each padded to its own longest;
+    row ``restore[i]`` of their concatenated vectors is passage ``i`` (``restore`` is None for one batch in
+    group order).
+    """
 
     queries: BatchEncoding
-    passages: BatchEncoding
+    passages: tuple[BatchEncoding, ...]
+    restore: torch.Tensor | None
     group_size: int
 
 
 class Collator:
-    """Tokenize groups with the encoder's query and passage settings."""
+    """Tokenize groups with the encoder's query and passage settings.
 
-    def __init__(self, encoder: DenseEncoder, queries: Mapping[str, str], texts: Mapping[str, str]):
+    ``passage_buckets > 1`` sorts a batch's passages by token length and splits them into that many
+    sub-batches, so that short passages are not padded to the longest one of the whole batch.
+    """
+
+    def __init__(self, encoder: DenseEncoder, queries: Mapping[str, str], texts: Mapping[str, str],
+                 passage_buckets: int = 1):
+        if passage_buckets < 1:
+            raise ValueError(f"passage_buckets must be at least 1, got {passage_buckets}")
         self.encoder, self.queries, self.texts = encoder, queries, texts
+        self.passage_buckets = passage_buckets
 
     def __call__(self, groups: Sequence[Group]) -> Batch:
         sizes = {len(g.docids) for g in groups}
         if len(sizes) != 1:
             raise ValueError(f"groups of a batch must have one size, got {sorted(sizes)}")
         queries = self.encoder.tokenize_queries([self.queries[g.qid] for g in groups])
-        passages = self.encoder.tokenize_passages([self.texts[d] for g in groups for d in g.docids])
-        return Batch(queries, passages, sizes.pop())
+        texts = [self.texts[d] for g in groups for d in g.docids]
+        if self.passage_buckets == 1:
+            return Batch(queries, (self.encoder.tokenize_passages(texts),), None, sizes.pop())
+        lengths = self.encoder.passage_token_lengths(texts)
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        buckets = [b.tolist() for b in np.array_split(order, min(self.passage_buckets, len(order)))]
+        passages = tuple(self.encoder.tokenize_passages([texts[i] for i in b]) for b in buckets)
+        restore = torch.empty(len(order), dtype=torch.long)
+        restore[order] = torch.arange(len(order))
+        return Batch(queries, passages, restore, sizes.pop())
 
 
 def in_batch_mask(groups: Sequence[Group], exclude: Mapping[str, frozenset[str]]) -> torch.Tensor:

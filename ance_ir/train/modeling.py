@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -20,15 +20,23 @@ _LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
 
 
 class DualEncoderModule(torch.nn.Module):
-    """``forward(queries, passages)`` -> query vectors ``[B, D]`` and passage vectors ``[P, D]``."""
+    """``forward(queries, passage_batches, restore)`` -> query vectors ``[B, D]`` and passage vectors ``[P, D]``.
+
+    The passage batches' vectors are concatenated, then reordered by ``restore`` when given (see
+    :class:`~ance_ir.train.collator.Batch`).
+    """
 
     def __init__(self, encoder: DenseEncoder):
         super().__init__()
         self.encoder = encoder
 
-    def forward(self, queries: Mapping[str, torch.Tensor],
-                passages: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.encoder.embed_queries(queries), self.encoder.embed_passages(passages)
+    def forward(self, queries: Mapping[str, torch.Tensor], passage_batches: Sequence[Mapping[str, torch.Tensor]],
+                restore: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        query_vectors = self.encoder.embed_queries(queries)
+        passages = torch.cat([self.encoder.embed_passages(batch) for batch in passage_batches])
+        if restore is not None:
+            passages = passages[restore.to(passages.device)]
+        return query_vectors, passages
 
 
 def layer_groups(module: torch.nn.Module) -> dict[str, list[torch.nn.Parameter]]:

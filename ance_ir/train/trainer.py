@@ -135,7 +135,7 @@ class Trainer:
         self.sampler = build_sampler(config, self.data, self.run, self.dist)
         self.stream = PairStream(len(self.data.pairs), config.seed)
         self.rng = random.Random(config.seed)
-        self.collator = Collator(self.encoder, self.data.queries, self.data.texts)
+        self.collator = Collator(self.encoder, self.data.queries, self.data.texts, config.passage_buckets)
         self.refreshing = refresh_needed(config) and (config.refresh_every > 0 or self.sampler.refreshed)
         self._job: RefreshJob | None = None
         self.inferencer: InferencerProcess | None = None
@@ -253,7 +253,8 @@ class Trainer:
             sync = contextlib.nullcontext() if last or not self.dist.enabled else self.model.no_sync()
             with sync:
                 with self.precision.autocast():
-                    queries, passages = self.model(dict(batch.queries), dict(batch.passages))
+                    queries, passages = self.model(dict(batch.queries), [dict(p) for p in batch.passages],
+                                                   batch.restore)
                 loss, factor, gathered = self._loss(queries.float(), passages.float(), groups, mine,
                                                     batch.group_size)
                 scaled = loss * factor / cfg.grad_accumulation
