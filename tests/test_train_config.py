@@ -69,6 +69,8 @@ def test_flag_errors_name_the_flag(tmp_path):
         parse_args(["--config", str(path), "--refresh-mode", "later"])
     with pytest.raises(ValueError, match="refresh_precision: must be one of auto, fp32, bf16, fp16, int8"):
         parse_args(["--config", str(path), "--refresh-precision", "fp64"])
+    with pytest.raises(ValueError, match="passage_buckets: must be at least 1, got 0"):
+        parse_args(["--config", str(path), "--passage-buckets", "0"])
     with pytest.raises(ValueError, match="corpus: is required"):
         parse_args(["--output", "x", "--train-topics", "t", "--train-qrels", "q"])
     with pytest.raises(ValueError, match="max_staleness.*at least refresh_every"):
