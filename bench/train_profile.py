@@ -24,10 +24,13 @@ from ance_ir.modeling import DenseEncoder
 from ance_ir.train.arguments import build_config
 from ance_ir.train.collator import Collator, Group
 from ance_ir.train.dataset import PairStream, TrainData
+from ance_ir.train.loss import build_loss
 from ance_ir.train.modeling import DualEncoderModule, grad_norm, layer_groups
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.optim import build_optimizer
 from bench.common import alternating_medians, load_average, provenance, write_section
+
+IN_BATCH_NLL = build_loss("nll", temperature=0.05)
 
 
 def batches(args: argparse.Namespace, count: int) -> tuple[TrainData, list[list[Group]]]:
@@ -46,17 +49,21 @@ def batches(args: argparse.Namespace, count: int) -> tuple[TrainData, list[list[
 
 
 def ours(module: DualEncoderModule, collator: Collator, groups: list[Group]) -> None:
-    """ance-ir's forward + backward: in-batch NLL over queries x all passages, as the collator batches them."""
+    """ance-ir's forward + backward: the trainer's in-batch NLL (scale 20), passages as the collator batches them."""
     batch = collator(groups)
     q, p = module(dict(batch.queries), [dict(b) for b in batch.passages], batch.restore)
-    F.cross_entropy(q @ p.T * 20, torch.arange(len(groups)) * 2).backward()
+    IN_BATCH_NLL(q, p, batch.group_size, True).backward()
+
+
+def st_columns(data: TrainData, groups: list[Group]) -> list[list[str]]:
+    """The positive and the negative column's passage texts, as sentence-transformers batches them."""
+    return [[data.texts[g.positive] for g in groups], [data.texts[g.negatives[0]] for g in groups]]
 
 
 def sentence_transformers(encoder: DenseEncoder, data: TrainData, groups: list[Group]) -> None:
     """MNRL's way: the query, positive and negative columns as three batches."""
     q = encoder.embed_queries(encoder.tokenize_queries([data.queries[g.qid] for g in groups]))
-    p = torch.cat([encoder.embed_passages(encoder.tokenize_passages([data.texts[d] for d in column]))
-                   for column in ([g.positive for g in groups], [g.negatives[0] for g in groups])])
+    p = torch.cat([encoder.embed_passages(encoder.tokenize_passages(column)) for column in st_columns(data, groups)])
     F.cross_entropy(q @ p.T * 20, torch.arange(len(groups))).backward()
 
 
@@ -67,8 +74,8 @@ def padding_share(masks: list[torch.Tensor]) -> float:
 
 def st_masks(encoder: DenseEncoder, data: TrainData, batches: list[list[Group]]) -> list[torch.Tensor]:
     """Attention masks of the positive and negative columns, tokenized as sentence-transformers batches them."""
-    return [encoder.tokenize_passages([data.texts[d] for d in column])["attention_mask"]
-            for groups in batches for column in ([g.positive for g in groups], [g.negatives[0] for g in groups])]
+    return [encoder.tokenize_passages(column)["attention_mask"] for groups in batches
+            for column in st_columns(data, groups)]
 
 
 def main() -> None:
