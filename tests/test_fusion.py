@@ -54,7 +54,7 @@ def test_cli(tmp_path):
     for method in ("interpolation", "rrf"):
         out = tmp_path / f"{method}.trec"
         result = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", str(tmp_path / "a.trec"),
-                                 str(tmp_path / "b.trec"), "--method", method, "--k", "10", "--output", str(out)],
+                                 str(tmp_path / "b.trec"), "--method", method, "--hits", "10", "--output", str(out)],
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
         fused = read_run(out)
@@ -63,6 +63,44 @@ def test_cli(tmp_path):
                             "--method", "interpolation", "--output", str(tmp_path / "x.trec")],
                            capture_output=True, text=True)
     assert three.returncode == 2 and "exactly two runs" in three.stderr
+    assert not (tmp_path / "x.trec").exists()
+
+
+def test_cli_alpha_weights_the_first_run_and_old_depth_flags_still_work(tmp_path, capsys):
+    from ance_ir.fusion.__main__ import main
+
+    a, b = _random_run(1), _random_run(2)
+    write_run(a, tmp_path / "a.trec")
+    write_run(b, tmp_path / "b.trec")
+    runs = ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "--method", "interpolation"]
+    assert main([*runs, "--alpha", "0.3", "--hits", "7", "--output", str(tmp_path / "new.trec")]) == 0
+    expected = interpolate(a, b, 0.3, 0.7, depth=1000, k=7)
+    fused = read_run(tmp_path / "new.trec")
+    for qid, ranking in expected.items():
+        assert [d for d, _ in fused[qid]] == [d for d, _ in ranking]
+        assert [s for _, s in fused[qid]] == pytest.approx([s for _, s in ranking], abs=1e-6)
+    main([*runs, "--alpha", "1", "--hits", "5", "--output", str(tmp_path / "first.trec")])
+    assert {q: [d for d, _ in r] for q, r in read_run(tmp_path / "first.trec").items()} == \
+        {q: [d for d, _ in r[:5]] for q, r in a.items()}  # alpha 1: the first run alone
+    # the spellings of committed commands: --k (hits written) and --depth (hits read from each run)
+    main([*runs, "--alpha", "0.3", "--k", "7", "--depth", "1000", "--output", str(tmp_path / "old.trec")])
+    assert (tmp_path / "old.trec").read_text() == (tmp_path / "new.trec").read_text()
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    usage = capsys.readouterr().out
+    assert "--hits" in usage and "--k " not in usage and "--depth" not in usage
+    assert "fused score = alpha * first (sparse) run + (1 - alpha) * second (dense) run" in " ".join(usage.split())
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--alpha", "1.5"), ("--alpha", "x"), ("--hits", "0"), ("--k", "-3")])
+def test_cli_rejects_bad_numbers(tmp_path, capsys, flag, value):
+    from ance_ir.fusion.__main__ import main
+
+    write_run(_random_run(1), tmp_path / "a.trec")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--runs", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"), "--method", "interpolation",
+              flag, value, "--output", str(tmp_path / "x.trec")])
+    assert exit_info.value.code == 2 and f"argument {flag}" in capsys.readouterr().err
     assert not (tmp_path / "x.trec").exists()
 
 

@@ -64,6 +64,58 @@ def test_hybrid_interpolation_and_rrf(toy_dense_index, toy_collection, tmp_path)
     assert {d for d, _ in rrf["q1"]} >= {d for d, _ in dense["q1"]} & {d for d, _ in bm25_only["q1"]}
     assert all(0 < s < 2 / 61 for hits in rrf.values() for _, s in hits)
 
+    # --alpha means the same in both CLIs: search's hybrid equals fusion of the BM25 run (first) and the dense run
+    from ance_ir.bm25.__main__ import main as bm25_main
+    from ance_ir.fusion.__main__ import main as fusion_main
+
+    bm25_main(["search", "--index", str(lucene), "--topics", str(toy_collection["topics"]), "--hits", "8",
+               "--output", str(tmp_path / "bm25.trec")])
+    search_main([*base, "--output", str(tmp_path / "hybrid.trec"), "--bm25-index", str(lucene), "--alpha", "0.3"])
+    fusion_main(["--runs", str(tmp_path / "bm25.trec"), str(tmp_path / "dense.trec"), "--method", "interpolation",
+                 "--alpha", "0.3", "--hits", "8", "--output", str(tmp_path / "fused.trec")])
+    hybrid, fused = read_run(tmp_path / "hybrid.trec"), read_run(tmp_path / "fused.trec")
+    for qid, ranking in hybrid.items():
+        assert dict(fused[qid]) == pytest.approx(dict(ranking), abs=2e-6)
+
+
+def test_pooling_and_normalize_flags_for_an_index_without_meta(toy_dense_index, toy_collection, tiny_bert_dir,
+                                                                tmp_path, capsys):
+    import shutil
+
+    pyserini_like = tmp_path / "pyserini.dense"  # what Pyserini writes: index + docid, no meta.json
+    pyserini_like.mkdir()
+    for name in ("index", "docid"):
+        shutil.copy(toy_dense_index / name, pyserini_like / name)
+    base = ["--topics", str(toy_collection["topics"]), "--hits", "8"]
+
+    def search(index, name, *flags):
+        search_main([*base, "--index", str(index), "--output", str(tmp_path / name), *flags])
+        return read_run(tmp_path / name)
+
+    with_meta = search(toy_dense_index, "meta.trec")  # meta.json: this encoder, mean pooling, not normalised
+    base += ["--encoder", str(tiny_bert_dir)]
+    capsys.readouterr()
+    mean = search(pyserini_like, "mean.trec", "--pooling", "mean")
+    cls = search(pyserini_like, "cls.trec", "--pooling", "cls")
+    normalized = search(pyserini_like, "norm.trec", "--pooling", "mean", "--normalize")
+    assert "warning" not in capsys.readouterr().err  # no meta.json, nothing to disagree with
+    for qid, ranking in with_meta.items():
+        assert [d for d, _ in mean[qid]] == [d for d, _ in ranking]
+        assert [s for _, s in mean[qid]] == pytest.approx([s for _, s in ranking], abs=1e-5)
+    assert cls != mean and normalized != mean  # the flags reach the query encoder
+
+    # an index with a meta.json that says otherwise: the flags win, with one warning line naming both values
+    overridden = search(toy_dense_index, "override.trec", "--pooling", "cls", "--no-normalize")
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, err
+    assert "meta.json" in warnings[0] and "pooling mean" in warnings[0] and "--pooling cls" in warnings[0]
+    assert "normalize" not in warnings[0].split("meta.json:")[1]  # --no-normalize agrees with the index
+    assert overridden == cls
+    search(toy_dense_index, "both.trec", "--pooling", "cls", "--normalize")
+    warning = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:"))
+    assert "pooling mean, normalize false; searching with --pooling cls, --normalize" in warning
+
 
 def test_missing_index_and_offline_prebuilt_name(toy_collection, tmp_path):
     args = [sys.executable, "-m", "ance_ir.search", "--topics", str(toy_collection["topics"]), "--output",

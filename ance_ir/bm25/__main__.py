@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import positive_int, run_cli
 from ance_ir.data import write_run
 from ance_ir.datasets import resolve_corpus, resolve_topics
 
@@ -21,15 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     index_p = sub.add_parser("index", help="build a Lucene index")
     index_p.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
     index_p.add_argument("--output", required=True, help="index folder to create")
-    index_p.add_argument("--threads", type=int, default=2)
+    index_p.add_argument("--threads", type=positive_int, default=2)
     search_p = sub.add_parser("search", help="batch BM25 search to a TREC run")
-    search_p.add_argument("--index", required=True)
+    search_p.add_argument("--index", required=True, help="Lucene index folder")
     search_p.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-test, dl19)")
     search_p.add_argument("--output", required=True, help="TREC run file to write")
     search_p.add_argument("--k1", type=float, default=0.9)
     search_p.add_argument("--b", type=float, default=0.4)
-    search_p.add_argument("--hits", type=int, default=1000)
-    search_p.add_argument("--threads", type=int, default=2)
+    search_p.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
+    search_p.add_argument("--threads", type=positive_int, default=2)
     search_p.add_argument("--run-tag", default="bm25")
     args = parser.parse_args(argv)
 

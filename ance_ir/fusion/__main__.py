@@ -1,9 +1,11 @@
 """``python -m ance_ir.fusion --runs A B --method interpolation|rrf --output R``.
 
-interpolation: ``alpha * A + (1 - alpha) * B`` (Pyserini's fusion convention), where a document missing
+interpolation: ``alpha * A + (1 - alpha) * B``, the meaning ``--alpha`` has in every ance-ir CLI: like
+Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first. A document missing
 from one run takes that run's lowest score for the query (Pyserini's hybrid convention).
 With ``--tune QRELS`` alpha is chosen by nDCG@10 on those qrels (use training topics) from ``--alphas``.
 rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, through ``pyserini.fusion``.
+``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
     python -m ance_ir.fusion --runs runs/bm25.train.trec runs/dense.train.trec --method interpolation \
         --tune rag24-mini-train --output runs/hybrid.train.trec
@@ -14,10 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import hidden_alias, positive_int, run_cli, unit_float
 from ance_ir.data import read_run, write_run
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate, reciprocal_rank_fusion
+from ance_ir.fusion.fuse import ALPHA_MEANING
 from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, sweep_alpha
 
 
@@ -26,15 +29,19 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
     parser.add_argument("--method", choices=["interpolation", "rrf"], default="rrf")
-    parser.add_argument("--alpha", type=float, default=0.5, help="weight of the first run (interpolation)")
+    parser.add_argument("--alpha", type=unit_float, default=0.5,
+                        help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
     parser.add_argument("--tune", metavar="QRELS", help="choose alpha by nDCG@10 on these qrels (training topics)")
-    parser.add_argument("--alphas", type=float, nargs="+", default=list(DEFAULT_ALPHAS), help="alphas to try")
+    parser.add_argument("--alphas", type=unit_float, nargs="+", default=list(DEFAULT_ALPHAS), help="alphas to try")
     parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=int, default=60, help="RRF constant")
-    parser.add_argument("--depth", type=int, default=1000, help="hits taken from each run per query")
-    parser.add_argument("--k", type=int, default=1000, help="hits written per query")
-    parser.add_argument("--output", required=True)
+    parser.add_argument("--hits", type=positive_int, default=1000, help="hits written per query (default 1000)")
+    hidden_alias(parser, "--k", dest="hits", type=positive_int)  # the old spelling (Pyserini's fusion CLI's)
+    # hits read from each run per query; default max(--hits, 1000). Not documented: --hits is the one depth.
+    parser.add_argument("--depth", type=positive_int, help=argparse.SUPPRESS)
+    parser.add_argument("--output", required=True, help="TREC run file to write")
     parser.add_argument("--run-tag", default="ance-ir-fusion")
     args = parser.parse_args(argv)
+    depth = args.depth or max(args.hits, 1000)
 
     runs = [read_run(path) for path in args.runs]
     if args.method == "interpolation":
@@ -42,16 +49,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"interpolation needs exactly two runs, got {len(runs)}")
         alpha = args.alpha
         if args.tune:
-            sweep = sweep_alpha(runs[0], runs[1], resolve_qrels(args.tune), tuple(args.alphas), depth=args.depth)
+            sweep = sweep_alpha(runs[0], runs[1], resolve_qrels(args.tune), tuple(args.alphas), depth=depth)
             for a, value in sweep:
                 print(f"alpha {a:<6g} ndcg@10 {value:.4f}")
             alpha = best_alpha(sweep)
             print(f"best alpha {alpha:g}")
-        fused = interpolate(runs[0], runs[1], alpha, 1 - alpha, depth=args.depth, k=args.k)
+        fused = interpolate(runs[0], runs[1], alpha, 1 - alpha, depth=depth, k=args.hits)
     else:
         if len(runs) < 2:
             raise ValueError("rrf needs at least two runs")
-        fused = reciprocal_rank_fusion(runs, rrf_k=args.rrf_k, depth=args.depth, k=args.k)
+        fused = reciprocal_rank_fusion(runs, rrf_k=args.rrf_k, depth=depth, k=args.hits)
     write_run(fused, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {len(fused)} queries", file=sys.stderr)
     return 0

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from ance_ir.data import Run
 
+# ``--alpha`` means this in every CLI (``ance_ir.search``, ``ance_ir.fusion``): like Pyserini's hybrid alpha
+# it weights the sparse side, which goes first.
+ALPHA_MEANING = "fused score = alpha * first (sparse) run + (1 - alpha) * second (dense) run"
+
 
 def interpolate(first: Run, second: Run, weight_first: float, weight_second: float,
                 depth: int | None = 1000, k: int | None = 1000) -> Run:

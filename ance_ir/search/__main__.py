@@ -5,9 +5,15 @@
     python -m ance_ir.search --topics dl19 --index indexes/X --output runs/X.trec \\
         --bm25-index indexes/rag24-mini.lucene --fusion interpolation --alpha 0.02
 
-Hybrid interpolation scores ``alpha * bm25 + (1 - alpha) * dense``; a passage missing from one list takes
-that list's lowest score for the query (Pyserini's hybrid convention). ``--fusion rrf`` uses reciprocal
-rank fusion. When the topics have known qrels, the metrics are printed.
+Hybrid interpolation scores ``alpha * bm25 + (1 - alpha) * dense``, the meaning ``--alpha`` has in every
+ance-ir CLI (``python -m ance_ir.fusion --runs BM25 DENSE --alpha A`` fuses the same way): like Pyserini's
+hybrid alpha it weights the sparse side. A passage missing from one list takes that list's lowest score for
+the query (Pyserini's hybrid convention). ``--fusion rrf`` uses reciprocal rank fusion. When the topics have
+known qrels, the metrics are printed.
+
+Queries are encoded as the index's ``meta.json`` records (encoder, pooling, normalisation). An index without
+one (built by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and
+``--normalize``; given for an index whose ``meta.json`` says otherwise, the flags win with a warning.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import positive_int, run_cli, unit_float
 from ance_ir.data import write_run
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
+from ance_ir.fusion.fuse import ALPHA_MEANING
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,14 +35,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", required=True, help="dense index folder or Pyserini prebuilt dense index name")
     parser.add_argument("--encoder", help="model dir, alias or HF id (default: the one in the index's meta.json)")
     parser.add_argument("--output", required=True, help="TREC run file to write")
-    parser.add_argument("--hits", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2, help="torch and faiss threads")
+    parser.add_argument("--pooling", choices=("cls", "mean"),
+                        help="query pooling (default: the index's meta.json, else the encoder's own)")
+    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction,
+                        help="L2-normalise query vectors (default: the index's meta.json, else the encoder's own)")
+    parser.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
     parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
     parser.add_argument("--fusion", choices=["interpolation", "rrf"], default="interpolation")
-    parser.add_argument("--alpha", type=float, default=0.1, help="BM25 weight for interpolation")
+    parser.add_argument("--alpha", type=unit_float, default=0.1,
+                        help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
     args = parser.parse_args(argv)
 
@@ -50,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     index = load_dense_index(resolve_index(args.index))
-    encoder = encoder_for_index(index, args.encoder)
+    overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
+    encoder = encoder_for_index(index, args.encoder, **overrides)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size)
 

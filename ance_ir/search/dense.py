@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,32 @@ def resolve_index(spec: str) -> Path:
                            f"{str(e).splitlines()[0][:200]}") from None
 
 
+def _flag(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return f"--{key}" if value else f"--no-{key}"
+    return f"--{key} {value}"
+
+
+def _recorded(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) -> DenseEncoder:
-    """The encoder named on the command line, else the one recorded in the index's ``meta.json``."""
+    """The encoder named on the command line, else the one recorded in the index's ``meta.json``.
+
+    ``overrides`` (EncoderConfig fields, e.g. ``pooling``, ``normalize`` from ``--pooling``/``--normalize``)
+    configure the query encoder; they are how an index without ``meta.json`` (a Pyserini-built one) is
+    searched with the right settings. Where they disagree with the index's ``meta.json``, they win and one
+    ``warning:`` line on stderr names both values.
+    """
+    recorded = {**{k: dense.meta[k] for k in ("pooling", "normalize") if k in dense.meta},
+                **dense.meta.get("encoder_config", {})}
+    differ = {k: v for k, v in overrides.items() if k in recorded and recorded[k] != v}
+    if differ:
+        print(f"warning: {dense.folder / 'meta.json'}: the index was encoded with "
+              + ", ".join(f"{k} {_recorded(recorded[k])}" for k in differ)
+              + "; searching with " + ", ".join(_flag(k, v) for k, v in differ.items()) + " (the flags win)",
+              file=sys.stderr)
     if encoder is None:
         encoder = dense.meta.get("encoder")
         overrides = {**dense.meta.get("encoder_config", {}), **overrides}
