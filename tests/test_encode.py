@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +21,7 @@ from ance_ir.index import load_dense_index, stored_vectors
 from ance_ir.modeling import DenseEncoder
 
 DOCIDS = list(TOY_PASSAGES)
+REPO = Path(__file__).resolve().parent.parent
 
 
 def encode(corpus, model, output, *extra: str) -> None:
@@ -160,3 +166,61 @@ def test_missing_corpus_and_existing_output_are_errors(tmp_path, toy_collection,
         encode(toy_collection["corpus"], tiny_bert_dir, tmp_path / "ix")
     encode(toy_collection["corpus"], tiny_bert_dir, tmp_path / "ix", "--force")
     assert load_dense_index(tmp_path / "ix").docids == DOCIDS
+
+
+def _torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                           "--master-addr", "127.0.0.1", "--master-port", str(port), "-m", "ance_ir.encode", *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_torchrun_ranks_encode_shards_and_rank0_merges(tmp_path, toy_collection, tiny_bert_dir):
+    corpus = toy_collection["corpus"]
+    common = ["--corpus", str(corpus), "--encoder", str(tiny_bert_dir), "--pooling", "mean", "--chunk-size", "3",
+              "--precision", "fp32", "--quiet"]
+    done = _torchrun(*common, "--output", str(tmp_path / "ddp"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("wrote ") == 1  # rank 0 alone merges and reports
+    encode(corpus, tiny_bert_dir, tmp_path / "single", "--pooling", "mean", "--chunk-size", "3", "--precision", "fp32")
+
+    ddp, single = load_dense_index(tmp_path / "ddp"), load_dense_index(tmp_path / "single")
+    assert ddp.docids == single.docids == DOCIDS
+    np.testing.assert_allclose(stored_vectors(ddp), stored_vectors(single), rtol=1e-5, atol=1e-5)
+    assert ddp.meta == single.meta  # the same meta.json as a one-process run (shard: null, no merged_from)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ddp")) == ["ddp"]  # shards removed
+
+    again = _torchrun(*common, "--output", str(tmp_path / "ddp"))  # existing output: one error line, exit != 0
+    assert again.returncode != 0
+    errors = [line for line in again.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {tmp_path / 'ddp'} already exists; pass --force to replace it"], again.stderr[-3000:]
+
+
+def test_torchrun_bad_corpus_is_one_error_line_and_no_output(tmp_path, tiny_bert_dir):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "a", "contents": "x"}\n{"id": "b", "contents": "y"}\n{not json\n')
+    done = _torchrun("--corpus", str(corpus), "--encoder", str(tiny_bert_dir), "--output", str(tmp_path / "ix" / "x"))
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {corpus}:3: malformed JSON"), done.stderr[-3000:]
+    assert not (tmp_path / "ix" / "x").exists()
+
+
+def test_launch_from_env(monkeypatch):
+    from ance_ir.encode.distributed import Launch
+
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert Launch.from_env() is None
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert Launch.from_env() is None
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert Launch.from_env().shard == Shard(3, 4)
+    monkeypatch.delenv("RANK")
+    with pytest.raises(ValueError, match="launch with torchrun"):
+        Launch.from_env()

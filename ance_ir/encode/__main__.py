@@ -1,12 +1,15 @@
 """``python -m ance_ir.encode``: encode a corpus into a dense index in Pyserini's layout, or merge shards.
 
     python -m ance_ir.encode --corpus rag24-mini --encoder minilm --output indexes/rag24-mini.minilm
-    python -m ance_ir.encode --corpus C --encoder M --output indexes/x.0 --shard 0/2   # and 1/2
-    python -m ance_ir.encode merge --inputs indexes/x.0 indexes/x.1 --output indexes/x
+    torchrun --nproc_per_node 2 -m ance_ir.encode --corpus C --encoder M --output indexes/x
     python -m ance_ir.encode --corpus C --encoder M --output indexes/x --precision int8   # lossy, opt-in
+    python -m ance_ir.encode --corpus C --encoder M --output indexes/x.0 --shard 0/2   # and 1/2, by hand
+    python -m ance_ir.encode merge --inputs indexes/x.0 indexes/x.1 --output indexes/x
 
 An interrupted run resumes from the chunks finished in OUTPUT.partial. Shard i/n encodes the i-th of n
-contiguous slices of the corpus and keeps its raw vectors, so merged shards can be any index type.
+contiguous slices of the corpus and keeps its raw vectors, so merged shards can be any index type. Under
+torchrun each rank encodes shard RANK/WORLD_SIZE (on GPU LOCAL_RANK when there are GPUs) into
+OUTPUT.shards, and rank 0 merges them into OUTPUT: the same index as a one-process run.
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import positive_int, run_cli
 from ance_ir.datasets import resolve_corpus
 from ance_ir.encode.corpus_encoder import Shard, encode_corpus
+from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
 from ance_ir.index import INDEX_TYPES, DenseIndex, merge_indexes
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _shard(spec: str) -> Shard:
@@ -26,12 +34,6 @@ def _shard(spec: str) -> Shard:
         return Shard.parse(spec)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return int(value)
 
 
 def _report(dense: DenseIndex) -> None:
@@ -60,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoder", required=True, help="model dir, alias (e.g. minilm) or Hugging Face id")
     parser.add_argument("--output", required=True, help="index folder to create, e.g. indexes/NAME")
     parser.add_argument("--index-type", choices=INDEX_TYPES, default="flat")
-    parser.add_argument("--batch-size", type=_positive, default=32)
-    parser.add_argument("--chunk-size", type=_positive, default=2048, help="passages per resumable chunk")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--chunk-size", type=positive_int, default=2048, help="passages per resumable chunk")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     parser.add_argument("--shard", type=_shard, help="encode only shard i/n (a contiguous slice)")
     parser.add_argument("--pooling", choices=("cls", "mean"), help="override the encoder's pooling")
@@ -71,31 +73,70 @@ def main(argv: list[str] | None = None) -> int:
                         help="auto (default): bf16 autocast where the CPU/GPU computes bf16 natively (nDCG@10 "
                              "within 0.005 of fp32, see docs/bench.md), fp16 on older GPUs, else fp32; "
                              "int8: dynamic quantisation on the CPU (faster on CPUs without bf16, lossy)")
-    parser.add_argument("--threads", type=_positive, help="torch CPU threads (default: torch's, one per core)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's, one per core)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    launch = Launch.from_env()
+    if launch is None:
+        device = _device(args)
+        dense = _encode(args, device, resolve_corpus(args.corpus), Path(args.output), args.shard, args.index_type,
+                        overwrite=args.force, show_progress=not args.quiet)
+        _report(dense)
+        return 0
 
+    output = Path(args.output)
+
+    def prepare() -> Path:  # on rank 0 alone: a dataset name may download the corpus
+        if args.shard:
+            raise ValueError(f"--shard {args.shard} under torchrun: each rank encodes shard RANK/WORLD_SIZE itself")
+        _device(args, launch)
+        if output.exists() and not args.force:
+            raise ValueError(f"{output} already exists; pass --force to replace it")
+        return resolve_corpus(args.corpus)
+
+    def encode_shard(corpus: Path) -> None:
+        _encode(args, _device(args, launch), corpus, shard_output(output, launch.shard), launch.shard, "flat",
+                overwrite=True, show_progress=launch.rank == 0 and not args.quiet, reuse=True)
+
+    merged = run_ranks(launch, prepare, encode_shard, lambda: merge_shards(output, launch, args.index_type))
+    if merged is not None:
+        _report(merged)
+    return 0
+
+
+def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.device:
+    """The device to encode on (a torchrun rank's own GPU); checks ``--precision`` and sets ``--threads``."""
     import torch
 
-    from ance_ir.modeling import DenseEncoder, resolve_precision
+    from ance_ir.modeling import resolve_precision
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {args.device}: torch sees no CUDA GPU")
+    if launch and device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", launch.local_rank)
     resolve_precision(args.precision, device)  # fail before reading anything
-    corpus = resolve_corpus(args.corpus)
     if args.threads:
         torch.set_num_threads(args.threads)
+    return device
+
+
+def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output: Path, shard: Shard | None,
+            index_type: str, *, overwrite: bool, show_progress: bool, reuse: bool = False) -> DenseIndex | None:
+    """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
+    from ance_ir.modeling import DenseEncoder
+
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
     encoder = DenseEncoder.from_pretrained(args.encoder, **overrides).to(device)
     encoder.inference_precision = args.precision
     name = str(Path(args.encoder).resolve()) if Path(args.encoder).is_dir() else args.encoder
-    dense = encode_corpus(corpus, encoder, args.output, encoder_name=name, index_type=args.index_type,
-                          batch_size=args.batch_size, chunk_size=args.chunk_size, shard=args.shard,
-                          overwrite=args.force, show_progress=not args.quiet)
-    _report(dense)
-    return 0
+    if reuse and shard and finished_shard(output, shard, corpus, name, encoder.config.to_dict()):
+        print(f"reused finished shard {output}", file=sys.stderr)
+        return None
+    return encode_corpus(corpus, encoder, output, encoder_name=name, index_type=index_type,
+                         batch_size=args.batch_size, chunk_size=args.chunk_size, shard=shard,
+                         overwrite=overwrite, show_progress=show_progress)
 
 
 if __name__ == "__main__":
