@@ -4,12 +4,14 @@ from ance_ir.data.atomic import atomic_directory, atomic_write
 from ance_ir.data.checksum import sha256_file
 from ance_ir.data.corpus import Passage, iter_corpus, load_corpus, write_corpus
 from ance_ir.data.errors import InputError
+from ance_ir.data.groups import GroupPassage, TrainingGroup, read_groups, write_groups
 from ance_ir.data.qrels import Qrels, positives, read_qrels, write_qrels
 from ance_ir.data.runs import Run, read_run, truncate, write_run
 from ance_ir.data.topics import Topics, read_topics_tsv, write_topics_tsv
 
 __all__ = [
-    "InputError", "Passage", "Qrels", "Run", "Topics", "atomic_directory", "atomic_write", "iter_corpus",
-    "load_corpus", "positives", "read_qrels", "read_run", "read_topics_tsv", "sha256_file", "truncate", "write_corpus",
-    "write_qrels", "write_run", "write_topics_tsv",
+    "GroupPassage", "InputError", "Passage", "Qrels", "Run", "Topics", "TrainingGroup", "atomic_directory",
+    "atomic_write", "iter_corpus", "load_corpus", "positives", "read_groups", "read_qrels", "read_run",
+    "read_topics_tsv", "sha256_file", "truncate", "write_corpus", "write_groups", "write_qrels", "write_run",
+    "write_topics_tsv",
 ]

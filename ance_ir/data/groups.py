@@ -1,0 +1,146 @@
+"""Training groups in Tevatron's JSONL format, one query a line.
+
+    {"query_id": "q1", "query": "...", "positive_passages": [P, ...], "negative_passages": [P, ...]}
+
+where each passage ``P`` is ``{"docid": str, "title": str, "text": str, "score": float}`` with only
+``docid`` required. Unknown keys of the top object are ignored (Tevatron's datasets carry extras);
+a passage may hold only those four keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ance_ir.data.atomic import atomic_write
+from ance_ir.data.errors import InputError
+from ance_ir.data.lines import iter_lines
+
+PASSAGE_KEYS = ("docid", "title", "text", "score")
+
+
+@dataclass(frozen=True)
+class GroupPassage:
+    """One passage of a group: its id, optionally its text, title and the score it was retrieved with."""
+
+    docid: str
+    text: str | None = None
+    score: float | None = None
+    title: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"docid": self.docid}
+        if self.title is not None:
+            obj["title"] = self.title
+        if self.text is not None:
+            obj["text"] = self.text
+        if self.score is not None:
+            obj["score"] = float(self.score)
+        return obj
+
+
+@dataclass(frozen=True)
+class TrainingGroup:
+    """A query with its positive passages and its (mined) negative passages, best first."""
+
+    query_id: str
+    query: str
+    positives: tuple[GroupPassage, ...]
+    negatives: tuple[GroupPassage, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"query_id": self.query_id, "query": self.query,
+                "positive_passages": [p.to_json() for p in self.positives],
+                "negative_passages": [p.to_json() for p in self.negatives]}
+
+
+def _parse_passage(path: Path, lineno: int, field: str, obj: Any) -> GroupPassage:
+    if not isinstance(obj, dict):
+        raise InputError(path, f'"{field}" must hold JSON objects, found {type(obj).__name__}', lineno)
+    unknown = sorted(set(obj) - set(PASSAGE_KEYS))
+    if unknown:
+        raise InputError(path, f'unknown key {unknown[0]!r} in a passage of "{field}" '
+                               f"(a passage has {', '.join(PASSAGE_KEYS)})", lineno)
+    docid = obj.get("docid")
+    if not isinstance(docid, str) or not docid.strip():
+        raise InputError(path, f'a passage of "{field}" has a missing, empty or non-string "docid"', lineno)
+    for key in ("text", "title"):
+        if key in obj and not isinstance(obj[key], str):
+            raise InputError(path, f'passage {docid!r}: "{key}" must be a string', lineno)
+    score = obj.get("score")
+    if score is not None:
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise InputError(path, f'passage {docid!r}: "score" must be a number', lineno)
+        if not math.isfinite(score):
+            raise InputError(path, f'passage {docid!r}: "score" is not finite ({score})', lineno)
+        score = float(score)
+    return GroupPassage(docid, obj.get("text"), score, obj.get("title"))
+
+
+def _parse_group(path: Path, lineno: int, line: str) -> TrainingGroup:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
+    if not isinstance(obj, dict):
+        raise InputError(path, "expected a JSON object", lineno)
+    for key in ("query_id", "query"):
+        if key not in obj:
+            raise InputError(path, f'missing "{key}"', lineno)
+        if not isinstance(obj[key], str):
+            raise InputError(path, f'"{key}" must be a string', lineno)
+    qid = obj["query_id"].strip()
+    if not qid:
+        raise InputError(path, "empty query id", lineno)
+    lists = []
+    for field in ("positive_passages", "negative_passages"):
+        if field not in obj:
+            raise InputError(path, f'missing "{field}"', lineno)
+        if not isinstance(obj[field], list):
+            raise InputError(path, f'"{field}" must be a list', lineno)
+        lists.append(tuple(_parse_passage(path, lineno, field, p) for p in obj[field]))
+    positives, negatives = lists
+    if not positives:
+        raise InputError(path, f"query {qid!r} has no positive passage", lineno)
+    seen: set[str] = set()
+    for p in (*positives, *negatives):
+        if p.docid in seen:
+            raise InputError(path, f"docid {p.docid!r} appears twice in the group of query {qid!r}", lineno)
+        seen.add(p.docid)
+    return TrainingGroup(qid, obj["query"], positives, negatives)
+
+
+def read_groups(path: str | Path) -> list[TrainingGroup]:
+    """Read a groups file (JSONL, optionally ``.gz``); every bad line raises :class:`InputError` naming it.
+
+    Errors: malformed JSON, a missing or ill-typed field, an empty or repeated query id, a docid twice in
+    one group, a non-finite score, a group without positives.
+    """
+    path = Path(path)
+    groups: list[TrainingGroup] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in iter_lines(path):
+        group = _parse_group(path, lineno, line)
+        if group.query_id in first_line:
+            raise InputError(path, f"query id {group.query_id!r} repeated (first on line "
+                                   f"{first_line[group.query_id]})", lineno)
+        first_line[group.query_id] = lineno
+        groups.append(group)
+    return groups
+
+
+def write_groups(path: str | Path, groups: Iterable[TrainingGroup]) -> int:
+    """Write ``groups`` atomically as JSONL (gzip when ``path`` ends in ``.gz``); return the count.
+
+    The same groups always give the same bytes; fields that are None are left out.
+    """
+    n = 0
+    with atomic_write(path) as f:
+        for group in groups:
+            f.write(json.dumps(group.to_json(), ensure_ascii=False, allow_nan=False) + "\n")
+            n += 1
+    return n

@@ -1,0 +1,156 @@
+"""``python -m ance_ir.negatives``: mine hard negatives into Tevatron-style training groups (JSONL).
+
+    python -m ance_ir.negatives --topics rag24-mini-train --qrels rag24-mini-train --corpus rag24-mini \\
+        --source bm25 --index indexes/rag24-mini.lucene --output negatives/bm25.jsonl.gz
+    python -m ance_ir.negatives --topics rag24-mini-train --corpus rag24-mini --source dense \\
+        --index indexes/rag24-mini.minilm --skip 3 --relative-margin 0.05 --output negatives/minilm.jsonl
+    python -m ance_ir.negatives --topics T.tsv --qrels Q.txt --corpus C.jsonl --source run --run R.trec --output G.jsonl
+
+One group per topic with a positive (judged >= --min-positive-grade and in the corpus): the query, its
+positives and up to --depth negatives mined from the source's top --hits candidates, best first, with the
+source's scores. Passages judged >= --exclude-grade are never negatives. --skip / --max-rank keep candidate
+ranks in [skip, max-rank) (0-based, counted before any removal); --margin / --relative-margin drop
+candidates scoring within that distance of the query's lowest-scoring retrieved positive (the rules of
+sentence-transformers' mine_hard_negatives). With the defaults and a bm25 source this is exactly the
+trainer's BM25 warm-up negatives (ance_ir.bm25.bm25_negatives at depth 200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ance_ir.cli import run_cli
+from ance_ir.negatives.sources import CANDIDATE_SOURCES
+
+
+def _at_least(minimum: int):
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = minimum - 1
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
+        return number
+    return parse
+
+
+def _non_negative_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value!r}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ance_ir.negatives", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = parser.add_argument_group("data")
+    data.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-train)")
+    data.add_argument("--qrels", help="qrels file or name (default: the topics' own, for a topics name)")
+    data.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or name (e.g. rag24-mini)")
+    data.add_argument("--output", required=True, help="groups JSONL to write (.gz: gzip)")
+    data.add_argument("--with-text", action="store_true", help="write passage texts and titles (query text always)")
+    source = parser.add_argument_group("candidates")
+    source.add_argument("--source", choices=sorted(CANDIDATE_SOURCES), default="bm25",
+                        help="where candidates come from (default bm25)")
+    source.add_argument("--index", help="bm25: Lucene index folder; dense: dense index folder")
+    source.add_argument("--encoder", help="dense: query encoder (default: the one in the index's meta.json)")
+    source.add_argument("--run", help="run: TREC run file")
+    source.add_argument("--hits", type=_at_least(1), default=200, help="candidates retrieved per query (default 200)")
+    source.add_argument("--k1", type=float, default=0.9, help="bm25: k1 (default 0.9)")
+    source.add_argument("--b", type=float, default=0.4, help="bm25: b (default 0.4)")
+    source.add_argument("--threads", type=_at_least(1), default=2, help="bm25 search / torch and faiss threads")
+    source.add_argument("--batch-size", type=_at_least(1), default=64, help="dense: query batch size")
+    mining = parser.add_argument_group("mining")
+    mining.add_argument("--depth", type=_at_least(1), default=200, help="negatives kept per query (default 200)")
+    mining.add_argument("--skip", type=_at_least(0), default=0, help="ignore candidates ranked above this (0-based)")
+    mining.add_argument("--max-rank", type=_at_least(1), help="ignore candidates ranked at or below this (0-based)")
+    mining.add_argument("--margin", type=_non_negative_float,
+                        help="drop candidates with score + margin > the positive's score")
+    mining.add_argument("--relative-margin", type=_non_negative_float,
+                        help="drop candidates with score > the positive's score * (1 - margin)")
+    mining.add_argument("--min-positive-grade", type=int, default=2, help="judgments of at least this grade are "
+                                                                           "positives (default 2)")
+    mining.add_argument("--exclude-grade", type=int, default=1, help="passages judged at least this grade are never "
+                                                                      "negatives (default 1)")
+    return parser
+
+
+def source_params(args: argparse.Namespace) -> dict:
+    """The ``build_source`` parameters for the chosen source; ValueError for flags that do not apply to it."""
+    misplaced = [flag for flag, value, sources in (("--index", args.index, ("bm25", "dense")),
+                                                   ("--encoder", args.encoder, ("dense",)),
+                                                   ("--run", args.run, ("run",)))
+                 if value is not None and args.source not in sources]
+    if misplaced:
+        raise ValueError(f"{misplaced[0]} does not apply to --source {args.source}")
+    if args.source == "bm25":
+        if args.index is None:
+            raise ValueError(f"--source bm25 needs --index, a Lucene index of the corpus; build one with: "
+                             f"python -m ance_ir.bm25 index --corpus {args.corpus} --output DIR")
+        return {"index": args.index, "k1": args.k1, "b": args.b, "threads": args.threads}
+    if args.source == "dense":
+        if args.index is None:
+            raise ValueError(f"--source dense needs --index, a dense index of the corpus; build one with: "
+                             f"python -m ance_ir.encode --corpus {args.corpus} --encoder MODEL --output DIR")
+        return {"index": args.index, "encoder": args.encoder, "batch_size": args.batch_size,
+                "threads": args.threads}
+    if args.run is None:
+        raise ValueError("--source run needs --run, a TREC run file")
+    return {"path": args.run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    from ance_ir.data import write_groups
+    from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
+    from ance_ir.negatives.mining import build_groups, check_mining_params
+    from ance_ir.negatives.sources import build_source
+
+    check_mining_params(args.depth, args.skip, args.max_rank, args.margin, args.relative_margin)
+    source = build_source(args.source, **source_params(args))
+    topics = resolve_topics(args.topics)
+    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    if qrels is None:
+        raise ValueError(f"no qrels are known for {args.topics}; pass --qrels")
+    corpus = resolve_corpus(args.corpus)
+    groups, report = build_groups(
+        topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip, max_rank=args.max_rank,
+        margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
+        exclude_grade=args.exclude_grade, with_text=args.with_text,
+        progress=lambda line: print(f"{line} ...", file=sys.stderr))
+
+    qrels_name = args.qrels or args.topics
+    if report.positives_not_in_corpus:
+        print(f"note: {report.positives_not_in_corpus} positives of {qrels_name} are not in the corpus; skipped",
+              file=sys.stderr)
+    if report.without_positive:
+        print(f"note: {report.without_positive} topics have no passage of the corpus judged >= "
+              f"{args.min_positive_grade}; no group for them", file=sys.stderr)
+    if not groups:
+        raise ValueError(f"no training groups: no topic of {args.topics} has a passage of {args.corpus} judged "
+                         f">= {args.min_positive_grade} in {qrels_name}")
+    if report.candidates_not_in_corpus:
+        print(f"note: {report.candidates_not_in_corpus} candidates are not in the corpus; never used as negatives",
+              file=sys.stderr)
+    if report.without_candidates:
+        print(f"note: the {args.source} source gave no candidates for {report.without_candidates} queries",
+              file=sys.stderr)
+    if report.no_positive_score:
+        print(f"note: no positive of {report.no_positive_score} queries is among their candidates; "
+              "no margin applied to them", file=sys.stderr)
+    write_groups(args.output, groups)
+    mean = report.negatives / len(groups)
+    print(f"wrote {args.output}: {len(groups)} groups, {report.negatives} negatives ({mean:.1f} per group, "
+          f"{report.short} groups with fewer than {args.depth})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
