@@ -15,6 +15,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.datasets import resolve_topics
 from ance_ir.index import build_index, load_dense_index, stored_vectors
 from ance_ir.search import encoder_for_index
@@ -60,7 +61,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True, help="a flat dense index written by ance_ir.encode")
     parser.add_argument("--topics", nargs="+", required=True, help="topics whose queries are searched")
-    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--hits", dest="k", type=positive_int, default=100, help="hits per query")
+    hidden_alias(parser, "--k", dest="k", type=positive_int)  # the old spelling
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--types", nargs="+", default=["hnsw", "ivfpq"])

@@ -22,6 +22,7 @@ import faiss
 import numpy as np
 
 import ance_ir  # noqa: F401
+from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.index import build_index, load_dense_index, stored_vectors
 from bench.ann_indexes import compare
 from bench.common import load_average, provenance, write_section
@@ -112,7 +113,8 @@ def main() -> None:
     parser.add_argument("--like", default="indexes/rag24-mini.minilm", help="index whose vectors set the Gaussian")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--hits", dest="k", type=positive_int, default=100, help="hits per query")
+    hidden_alias(parser, "--k", dest="k", type=positive_int)  # the old spelling
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--types", nargs="+", default=["hnsw", "ivfpq"])

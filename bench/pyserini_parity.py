@@ -10,6 +10,7 @@ import argparse
 
 import numpy as np
 
+from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.data import read_run
 from ance_ir.datasets import resolve_topics
 from ance_ir.index import load_dense_index
@@ -21,7 +22,8 @@ def main() -> None:
     parser.add_argument("--index", required=True)
     parser.add_argument("--topics", required=True)
     parser.add_argument("--run", required=True, help="run written by python -m ance_ir.search on the same index")
-    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--hits", dest="k", type=positive_int, default=10, help="hits per query")
+    hidden_alias(parser, "--k", dest="k", type=positive_int)  # the old spelling
     args = parser.parse_args()
 
     from pyserini.search.faiss import FaissSearcher

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
+from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.datasets import resolve_topics
 from ance_ir.index import load_dense_index
 from ance_ir.search import DenseSearcher, encoder_for_index
@@ -55,7 +56,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", default="indexes/rag24-mini.minilm", help="flat index written by ance_ir.encode")
     parser.add_argument("--topics", nargs="+", default=["rag24-mini-train", "rag24-mini-test"])
-    parser.add_argument("--k", type=int, default=1000, help="hits per query (ance_ir.search's default)")
+    parser.add_argument("--hits", dest="k", type=positive_int, default=1000,
+                        help="hits per query (ance_ir.search's default)")
+    hidden_alias(parser, "--k", dest="k", type=positive_int)  # the old spelling
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
