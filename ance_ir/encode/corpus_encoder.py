@@ -6,8 +6,8 @@ from its last finished chunk. ``job.json`` there records the corpus hash, encode
 that does not match it is refused. The work folder is removed once the index is written.
 
 A shard ``i/n`` covers a contiguous range of corpus positions, ``[i*N//n, (i+1)*N//n)``, so shards
-merged in shard order list the passages in corpus order, exactly like an unsharded run. One shard per
-process is how a ``torch.distributed`` launcher would split the work (``Shard(rank, world_size)``).
+merged in shard order list the passages in corpus order, exactly like an unsharded run. Under torchrun
+each process encodes ``Shard(rank, world_size)`` (see :mod:`ance_ir.encode.distributed`).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
     if not positions:
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
-           "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
+           "kind": encoder.kind, "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
            "chunk_size": chunk_size}
     work = work_folder(output)
     if work.is_dir():
@@ -171,7 +171,7 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
     if resumed:
         print(f"reused {resumed} of {len(positions)} passages already encoded in {work}", file=sys.stderr)
     vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
-    meta = {**{k: job[k] for k in ("encoder", "encoder_config", "corpus", "corpus_sha256")},
+    meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")},
             "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,
             "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
                       "stop": positions.stop} if shard else None}
