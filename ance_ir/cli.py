@@ -44,6 +44,20 @@ def error_message(error: BaseException) -> str:
     return str(error.args[0] if isinstance(error, KeyError) and error.args else error)
 
 
+def add_import_argument(parser: argparse.ArgumentParser) -> None:
+    """``--import FILE_OR_MODULE`` (repeatable): plugins that register components, loaded by :func:`run_cli`."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE_OR_MODULE",
+                        help="import this plugin file or module first (it registers model kinds, sources, ...); "
+                             "repeatable; ANCE_IR_IMPORTS does the same for every command")
+
+
+def load_cli_plugins(imports: list[str]) -> None:
+    """Import ``ANCE_IR_IMPORTS`` and the ``--import`` plugins of a command."""
+    from ance_ir.plugins import load_plugins
+
+    load_plugins(imports)
+
+
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
     """Run ``main``; report :class:`InputError` and similar failures as one ``error:`` line and exit 2."""
     try:

@@ -13,7 +13,6 @@ ance-ir's per-layer-group gradient norms. Medians of alternating runs.
 from __future__ import annotations
 
 import argparse
-import random
 from collections.abc import Callable
 
 import torch
@@ -23,8 +22,9 @@ import ance_ir  # noqa: F401
 from ance_ir.modeling import DenseEncoder
 from ance_ir.train.arguments import build_config
 from ance_ir.train.collator import Collator, Group
-from ance_ir.train.dataset import PairStream, TrainData
-from ance_ir.train.loss import build_loss
+from ance_ir.train.contrastive import GroupDraws
+from ance_ir.train.dataset import TrainData
+from ance_ir.train.loss import build_loss, dense_group_scores
 from ance_ir.train.modeling import DualEncoderModule, grad_norm, layer_groups
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.optim import build_optimizer
@@ -39,20 +39,15 @@ def batches(args: argparse.Namespace, count: int) -> tuple[TrainData, list[list[
     config = build_config(None, {"output": "unused", "corpus": args.corpus, "train_topics": args.topics,
                                  "train_qrels": args.topics, "negatives": "random", "n_negatives": 1})
     data = TrainData.load(config)
-    sampler = NEGATIVE_STRATEGIES["random"](data.docids)
-    stream, rng = PairStream(len(data.pairs), config.seed), random.Random(config.seed)
-    out = []
-    for _ in range(count):
-        pairs = [data.pairs[i] for i in stream.take(args.batch_size)]
-        out.append([Group(q, d, tuple(sampler.sample(q, data.exclude[q], 1, rng))) for q, d in pairs])
-    return data, out
+    draws = GroupDraws(data, NEGATIVE_STRATEGIES["random"](data.docids), config.seed, 1)
+    return data, [draws.draw(args.batch_size) for _ in range(count)]
 
 
 def ours(module: DualEncoderModule, collator: Collator, groups: list[Group]) -> None:
     """ance-ir's forward + backward: the trainer's in-batch NLL (scale 20), passages as the collator batches them."""
     batch = collator(groups)
     q, p = module(dict(batch.queries), [dict(b) for b in batch.passages], batch.restore)
-    IN_BATCH_NLL(q, p, batch.group_size, True).backward()
+    IN_BATCH_NLL(dense_group_scores(q, p, batch.group_size, True)).backward()
 
 
 def st_columns(data: TrainData, groups: list[Group]) -> list[list[str]]:

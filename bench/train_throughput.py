@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -46,20 +45,16 @@ def settings(args: argparse.Namespace) -> dict[str, str]:
 def triples(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """The (query, positive, negative) texts of the ance-ir run's steps, drawn as its trainer draws them."""
     from ance_ir.train.arguments import build_config
-    from ance_ir.train.dataset import PairStream, TrainData
+    from ance_ir.train.contrastive import GroupDraws
+    from ance_ir.train.dataset import TrainData
     from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 
     flags = {k.replace("-", "_"): v for k, v in settings(args).items()}
     config = build_config(None, {**flags, "output": "unused", "in_batch": True})
     data = TrainData.load(config)
-    sampler = NEGATIVE_STRATEGIES["random"](data.docids)
-    stream, rng = PairStream(len(data.pairs), config.seed), random.Random(config.seed)
-    out = []
-    for _ in range(args.steps):
-        for qid, positive in (data.pairs[i] for i in stream.take(args.batch_size)):
-            negative = sampler.sample(qid, data.exclude[qid], 1, rng)[0]
-            out.append((data.queries[qid], data.texts[positive], data.texts[negative]))
-    return out
+    draws = GroupDraws(data, NEGATIVE_STRATEGIES["random"](data.docids), config.seed, 1)
+    return [(data.queries[g.qid], data.texts[g.positive], data.texts[g.negatives[0]])
+            for _ in range(args.steps) for g in draws.draw(args.batch_size)]
 
 
 def st_worker(args: argparse.Namespace) -> None:

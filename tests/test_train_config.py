@@ -27,17 +27,17 @@ def test_yaml_then_flags(tmp_path):
     config, resume = parse_args(["--config", str(path), "--batch-size", "4", "--no-in-batch", "--max-steps",
                                  "none", "--temperature", "0.05"])
     assert not resume
-    assert config.lr == 1e-5 and isinstance(config.lr, float)  # PyYAML reads 1e-5 as a string
-    assert config.batch_size == 4 and not config.in_batch and config.max_steps is None
-    assert config.temperature == 0.05 and config.output == "runs/x"
-    assert config.negatives == "ance" and config.n_negatives == 1  # the paper's pairwise setting by default
+    assert config.optim.lr == 1e-5 and isinstance(config.optim.lr, float)  # PyYAML reads 1e-5 as a string
+    assert config.task.batch_size == 4 and not config.task.in_batch and config.optim.max_steps is None
+    assert config.loss.temperature == 0.05 and config.output == "runs/x"
+    assert config.negatives.name == "ance" and config.task.n_negatives == 1  # the paper's pairwise setting by default
 
 
 def test_json_config_and_round_trip(tmp_path):
     path = _file(tmp_path, json.dumps({"output": "o", "corpus": "c", "train_topics": "t", "train_qrels": "q",
                                        "negatives": "dpr", "pooling": "mean", "normalize": True}), "c.json")
     config = build_config(path, {})
-    assert config.in_batch and config.encoder_overrides() == {"pooling": "mean", "normalize": True}
+    assert config.task.in_batch and config.model.overrides() == {"pooling": "mean", "normalize": True}
     config.save(tmp_path / "config.json")
     assert TrainConfig.load(tmp_path / "config.json") == config
 
@@ -47,7 +47,7 @@ def test_json_config_and_round_trip(tmp_path):
     (REQUIRED + "batch_size: 8\nbatchsize: 4\n", 6, "did you mean 'batch_size'"),
     (REQUIRED + "batch_size: many\n", 5, "batch_size: must be an integer"),
     (REQUIRED + "in_batch: maybe\n", 5, "in_batch: must be true or false"),
-    (REQUIRED + "\nnegatives: hard\n", 6, "negatives: must be one of random, inbatch, bm25, dpr, ance, static"),
+    (REQUIRED + "\nnegatives: hard\n", 6, "negatives.name: must be one of random, inbatch, bm25, dpr, ance, static"),
     (REQUIRED + "precision: fp8\n", 5, "precision: must be one of fp32, bf16, fp16"),
     (REQUIRED + "negative_exclude_grade: 3\n", 5, "must not exceed min_positive_grade"),
     (REQUIRED + "lr: [1\n", 6, "not valid YAML"),
@@ -63,15 +63,15 @@ def test_file_errors_name_file_and_line(tmp_path, text, line, message):
 
 def test_flag_errors_name_the_flag(tmp_path):
     path = _file(tmp_path, REQUIRED)
-    with pytest.raises(ValueError, match="^--lr: lr: must be a number"):
+    with pytest.raises(ValueError, match="^--lr: optim.lr: must be a number"):
         parse_args(["--config", str(path), "--lr", "fast"])
-    with pytest.raises(ValueError, match="refresh_mode: must be one of async, sync"):
+    with pytest.raises(ValueError, match="refresh.mode: must be one of async, sync"):
         parse_args(["--config", str(path), "--refresh-mode", "later"])
-    with pytest.raises(ValueError, match="refresh_precision: must be one of auto, fp32, bf16, fp16, int8"):
+    with pytest.raises(ValueError, match="refresh.precision: must be one of auto, fp32, bf16, fp16, int8"):
         parse_args(["--config", str(path), "--refresh-precision", "fp64"])
     with pytest.raises(ValueError, match="passage_buckets: must be at least 1, got 0"):
         parse_args(["--config", str(path), "--passage-buckets", "0"])
-    with pytest.raises(ValueError, match="corpus: is required"):
+    with pytest.raises(ValueError, match="data.corpus: is required"):
         parse_args(["--output", "x", "--train-topics", "t", "--train-qrels", "q"])
     with pytest.raises(ValueError, match="max_staleness.*at least refresh_every"):
         parse_args(["--config", str(path), "--max-staleness", "5", "--refresh-every", "10"])
@@ -91,12 +91,12 @@ def test_resume_allows_only_harmless_changes(tmp_path):
     base = build_config(_file(tmp_path, REQUIRED), {})
     assert check_resumable(base, build_config(_file(tmp_path, REQUIRED), {"log_every": "1", "stop_at": "5"}),
                            tmp_path) == ["stop_at", "log_every"]
-    with pytest.raises(ValueError, match="lr=1e-05, now 0.001"):
+    with pytest.raises(ValueError, match="optim.lr=1e-05, now 0.001"):
         check_resumable(base, build_config(_file(tmp_path, REQUIRED), {"lr": "1e-3"}), tmp_path)
 
 
 @pytest.mark.parametrize("name", ["bm25-warmup", "ance", "ance-sync", "rand", "inbatch", "bm25", "dpr"])
 def test_example_configs_load(name):
     config = build_config(CONFIGS / "rag24-mini" / f"{name}.yaml", {})
-    assert config.corpus == "rag24-mini" and config.train_qrels == "rag24-mini-train"
-    assert config.eval_topics == "rag24-mini-test"
+    assert config.data.corpus == "rag24-mini" and config.data.qrels == "rag24-mini-train"
+    assert config.refresh.eval_topics == "rag24-mini-test"

@@ -9,9 +9,14 @@ import torch
 import torch.nn.functional as F
 
 from ance_ir.train.collator import Group, in_batch_mask
-from ance_ir.train.loss import LOSSES, ContrastiveLoss, build_loss, register_loss
+from ance_ir.train.loss import LOSSES, ContrastiveLoss, build_loss, dense_group_scores, register_loss
 
-NLL = build_loss("nll")
+_NLL = build_loss("nll")
+
+
+def NLL(queries, passages, group_size, in_batch, mask=None, loss=_NLL):  # noqa: N802 - reads like the loss
+    """The loss of dot-product scores of ``queries`` against grouped ``passages``."""
+    return loss(dense_group_scores(queries, passages, group_size, in_batch, mask))
 
 
 def test_pairwise_is_ance_logistic_loss():
@@ -30,7 +35,7 @@ def test_grouped_softmax_with_temperature():
     for temperature in (1.0, 0.5):
         scores = [3 / temperature, 2 / temperature, 0 / temperature]
         expected = -scores[0] + math.log(sum(math.exp(s) for s in scores))
-        loss = build_loss("nll", temperature)(queries, passages, 3, in_batch=False)
+        loss = NLL(queries, passages, 3, in_batch=False, loss=build_loss("nll", temperature))
         assert loss.item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -88,11 +93,12 @@ def test_losses_are_chosen_by_name():
     class Doubled(ContrastiveLoss):
         name = "test-doubled"
 
-        def __call__(self, queries, passages, group_size, in_batch, mask=None):
-            return 2 * NLL(queries, passages, group_size, in_batch, mask)
+        def __call__(self, batch):
+            return 2 * _NLL(batch)
 
     try:
         q, p = torch.randn(2, 3), torch.randn(4, 3)
-        assert build_loss("test-doubled")(q, p, 2, False).item() == pytest.approx(2 * NLL(q, p, 2, False).item())
+        doubled = NLL(q, p, 2, False, loss=build_loss("test-doubled"))
+        assert doubled.item() == pytest.approx(2 * NLL(q, p, 2, False).item())
     finally:
         del LOSSES["test-doubled"]

@@ -101,11 +101,11 @@ def test_ance_samples_only_after_a_version_is_installed(toy_collection, tmp_path
 
 def test_inbatch_and_dpr_force_in_batch(toy_collection, tmp_path):
     inbatch = _config(toy_collection, tmp_path, negatives="inbatch", n_negatives=3)
-    assert inbatch.in_batch and inbatch.n_negatives == 0
+    assert inbatch.task.in_batch and inbatch.task.n_negatives == 0
     sampler, _ = _sampler(toy_collection, tmp_path, negatives="inbatch")
     assert sampler.sample("q1", frozenset(), 0, random.Random(0)) == []
-    assert _config(toy_collection, tmp_path, negatives="dpr").in_batch
-    assert not _config(toy_collection, tmp_path, negatives="bm25").in_batch
+    assert _config(toy_collection, tmp_path, negatives="dpr").task.in_batch
+    assert not _config(toy_collection, tmp_path, negatives="bm25").task.in_batch
     with pytest.raises(ValueError, match="would have no negatives"):
         _config(toy_collection, tmp_path, negatives="random", n_negatives=0)
 
@@ -166,12 +166,12 @@ def test_a_new_strategy_is_one_registered_class(toy_collection, tmp_path):
         assert sampler.sample("q1", frozenset({"d8"}), 2, random.Random(0)) == ["d7", "d6"]
     finally:
         del NEGATIVE_STRATEGIES["test-last"]
-    with pytest.raises(ValueError, match="negatives: must be one of"):
+    with pytest.raises(ValueError, match="negatives.name: must be one of"):
         _config(toy_collection, tmp_path, negatives="test-last")
 
 
 def test_static_requires_a_file(toy_collection, tmp_path):
-    with pytest.raises(ValueError, match="negatives_file: is required"):
+    with pytest.raises(ValueError, match="negatives.file: is required"):
         _config(toy_collection, tmp_path, negatives="static")
     missing = _config(toy_collection, tmp_path, negatives="static", negatives_file=str(tmp_path / "no.jsonl"))
     with pytest.raises(InputError, match="no such file"):

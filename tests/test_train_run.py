@@ -222,7 +222,7 @@ def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatc
 
 
 def test_resume_refuses_a_different_config(straight_run, toy):
-    with pytest.raises(ValueError, match="this run has lr=0.001, now 0.01"):
+    with pytest.raises(ValueError, match="this run has optim.lr=0.001, now 0.01"):
         train(toy_config(toy, straight_run, lr=1e-2))
     with pytest.raises(ValueError, match="no checkpoint to resume from"):
         train(toy_config(toy, straight_run.parent / "empty"), resume=True)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.cli import positive_int, run_cli
+from ance_ir.cli import add_import_argument, load_cli_plugins, positive_int, run_cli
 from ance_ir.datasets import resolve_corpus
 from ance_ir.encode.corpus_encoder import Shard, encode_corpus
 from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's, one per core)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_import_argument(parser)
     args = parser.parse_args(argv)
+    load_cli_plugins(args.imports)
     launch = Launch.from_env()
     if launch is None:
         device = _device(args)
@@ -125,10 +127,13 @@ def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.dev
 def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output: Path, shard: Shard | None,
             index_type: str, *, overwrite: bool, show_progress: bool, reuse: bool = False) -> DenseIndex | None:
     """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
-    from ance_ir.modeling import DenseEncoder
+    from ance_ir.modeling.kinds import load_model
 
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
-    encoder = DenseEncoder.from_pretrained(args.encoder, **overrides).to(device)
+    encoder = load_model(args.encoder, **overrides)
+    if encoder.index != "dense":
+        raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no dense index")
+    encoder.to(device)
     encoder.inference_precision = args.precision
     name = str(Path(args.encoder).resolve()) if Path(args.encoder).is_dir() else args.encoder
     if reuse and shard and finished_shard(output, shard, corpus, name, encoder.config.to_dict()):

@@ -17,6 +17,7 @@ from transformers.utils import logging as transformers_logging
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.inference import running
+from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 
 HEAD_NAME = "ance_ir_head.safetensors"
@@ -72,8 +73,15 @@ class Tower(torch.nn.Module):
         return tower
 
 
+@register_model_kind
 class DenseEncoder(torch.nn.Module):
-    """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product."""
+    """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product.
+
+    Model kind ``dense``: its passage vectors go to a faiss index (:mod:`ance_ir.index`).
+    """
+
+    kind = "dense"
+    index = "dense"
 
     #: precision of ``encode_*`` when the call names none (see :mod:`ance_ir.modeling.inference`)
     inference_precision: str = "fp32"
@@ -117,6 +125,7 @@ class DenseEncoder(torch.nn.Module):
         Unshared towers go to ``query/`` and ``passage/`` subfolders; the tokenizer and config stay on top.
         """
         with atomic_directory(directory) as tmp:
+            write_kind(tmp, self.kind)
             self.config.save(tmp)
             self.tokenizer.save_pretrained(tmp)
             if self.config.shared:

@@ -15,6 +15,7 @@ import numpy as np
 from pyserini.encode import DocumentEncoder, QueryEncoder
 
 from ance_ir.modeling.encoder import DenseEncoder
+from ance_ir.modeling.kinds import load_model
 
 
 def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None,
@@ -23,7 +24,7 @@ def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None,
         if overrides:
             raise ValueError("config overrides apply only when loading an encoder by name or path")
     else:
-        encoder = DenseEncoder.from_pretrained(encoder, **overrides)
+        encoder = load_model(encoder, "dense", **overrides)
     return encoder.to(device) if device is not None else encoder
 
 

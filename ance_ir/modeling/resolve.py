@@ -49,11 +49,25 @@ def _install_hints() -> str:
     return "; ".join(f"{install} for the '{name}' alias" for install, name in hints.items())
 
 
+def run_model_dir(folder: Path) -> Path | None:
+    """The model of a training run folder: its ``final/`` model, else its newest complete checkpoint."""
+    if not (folder / "checkpoints").is_dir():
+        return None
+    if (folder / "final").is_dir():
+        return folder / "final"
+    done = sorted(p for p in (folder / "checkpoints").glob("step-*") if (p / "trainer_state.pt").is_file())
+    if not done:
+        raise ModelNotAvailableError(f"training run {str(folder)!r} has no final model and no checkpoint yet")
+    return done[-1]
+
+
 def resolve_model_path(name: str | Path) -> str:
-    """Resolve ``name``: an existing local dir, then a packaged alias, else a Hugging Face hub id as given."""
+    """Resolve ``name``: a training run folder (its final model), an existing local dir, then a packaged
+    alias, else a Hugging Face hub id as given."""
     name = str(name)
     if Path(name).expanduser().is_dir():
-        return str(Path(name).expanduser())
+        folder = Path(name).expanduser()
+        return str(run_model_dir(folder) or folder)
     alias = ALIASES.get(name.lower())
     if alias is not None:
         path = alias.path()

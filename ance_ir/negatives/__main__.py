@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import add_import_argument, load_cli_plugins, run_cli
 from ance_ir.negatives.sources import CANDIDATE_SOURCES
 
 
@@ -54,10 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--qrels", help="qrels file or name (default: the topics' own, for a topics name)")
     data.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or name (e.g. rag24-mini)")
     data.add_argument("--output", required=True, help="groups JSONL to write (.gz: gzip)")
+    add_import_argument(parser)
     data.add_argument("--with-text", action="store_true", help="write passage texts and titles (query text always)")
     source = parser.add_argument_group("candidates")
-    source.add_argument("--source", choices=sorted(CANDIDATE_SOURCES), default="bm25",
-                        help="where candidates come from (default bm25)")
+    source.add_argument("--source", default="bm25",
+                        help=f"where candidates come from: {', '.join(sorted(CANDIDATE_SOURCES))} or a plugin's "
+                             "(--import) (default bm25)")
+    source.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a parameter of a plugin's source (repeatable)")
     source.add_argument("--index", help="bm25: Lucene index folder; dense: dense index folder")
     source.add_argument("--encoder", help="dense: query encoder (default: the one in the index's meta.json)")
     source.add_argument("--run", help="run: TREC run file")
@@ -100,13 +104,23 @@ def source_params(args: argparse.Namespace) -> dict:
                              f"python -m ance_ir.encode --corpus {args.corpus} --encoder MODEL --output DIR")
         return {"index": args.index, "encoder": args.encoder, "batch_size": args.batch_size,
                 "threads": args.threads}
-    if args.run is None:
-        raise ValueError("--source run needs --run, a TREC run file")
-    return {"path": args.run}
+    if args.source == "run":
+        if args.run is None:
+            raise ValueError("--source run needs --run, a TREC run file")
+        return {"path": args.run}
+    return dict(args.source_option)  # a plugin's source: its own parameters
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    load_cli_plugins(args.imports)
 
     from ance_ir.data import write_groups
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics

@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ance_ir.cli import positive_int, run_cli, unit_float
+from ance_ir.cli import add_import_argument, load_cli_plugins, positive_int, run_cli, unit_float
 from ance_ir.data import write_run
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=unit_float, default=0.1,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
+    add_import_argument(parser)
     args = parser.parse_args(argv)
+    load_cli_plugins(args.imports)
 
     import faiss
     import torch

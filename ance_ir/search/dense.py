@@ -9,6 +9,7 @@ from typing import Any
 from ance_ir.data import InputError, Run, Topics
 from ance_ir.index import DenseIndex
 from ance_ir.modeling import DenseEncoder
+from ance_ir.modeling.kinds import load_model
 
 
 def resolve_index(spec: str) -> Path:
@@ -59,7 +60,7 @@ def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) 
         overrides = {**dense.meta.get("encoder_config", {}), **overrides}
         if encoder is None:
             raise ValueError(f"{dense.folder}: no meta.json names the encoder; pass --encoder")
-    return DenseEncoder.from_pretrained(encoder, **overrides)
+    return load_model(encoder, dense.meta.get("kind"), **overrides)
 
 
 class DenseSearcher:

@@ -1,23 +1,57 @@
-"""ANCE training: BM25 warm-up, asynchronously refreshed ANN negatives, and the paper's baselines.
+"""Training: a generic loop (:mod:`~ance_ir.train.trainer`) around registered training tasks, losses, negative
+samplers and data sources; the ANCE refresh as a hook (:mod:`~ance_ir.train.refresher`).
 
 ``python -m ance_ir.train --config FILE.yaml [--flag value ...]`` trains; ``python -m ance_ir.train.inferencer
 OUTPUT`` is the asynchronous refresher (started by the trainer in async mode); ``python -m ance_ir.plot
 OUTPUT`` draws the curves.
+
+Names are imported on first use, so that ``python -m ance_ir.train --help`` does not load torch.
 """
 
-from ance_ir.train.arguments import TrainConfig, build_config, parse_args
-from ance_ir.train.checkpoint import latest_checkpoint, list_checkpoints
-from ance_ir.train.layout import RunDir
-from ance_ir.train.loss import LOSSES, ContrastiveLoss, build_loss, register_loss
-from ance_ir.train.negatives import NEGATIVE_STRATEGIES, NegativeSampler, read_negatives_file, register_negatives
-from ance_ir.train.refresh import RefreshJob, refresh_checkpoint
-from ance_ir.train.runlog import read_log
-from ance_ir.train.store import NegativesStore, RefreshRecords
-from ance_ir.train.trainer import Trainer, train
+from __future__ import annotations
 
-__all__ = [
-    "LOSSES", "NEGATIVE_STRATEGIES", "ContrastiveLoss", "NegativeSampler", "NegativesStore", "RefreshJob",
-    "RefreshRecords", "RunDir", "TrainConfig", "Trainer", "build_config", "build_loss", "latest_checkpoint",
-    "list_checkpoints", "parse_args", "read_log", "read_negatives_file", "refresh_checkpoint", "register_loss",
-    "register_negatives", "train",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "ContrastiveLoss": "ance_ir.train.loss",
+    "ContrastiveTask": "ance_ir.train.contrastive",
+    "DATA_SOURCES": "ance_ir.train.dataset",
+    "DataSource": "ance_ir.train.dataset",
+    "GroupScores": "ance_ir.train.loss",
+    "LOSSES": "ance_ir.train.loss",
+    "NEGATIVE_STRATEGIES": "ance_ir.train.negatives",
+    "NegativeSampler": "ance_ir.train.negatives",
+    "NegativesStore": "ance_ir.train.store",
+    "RefreshJob": "ance_ir.train.refresh",
+    "RefreshRecords": "ance_ir.train.store",
+    "RunDir": "ance_ir.train.layout",
+    "StepLoss": "ance_ir.train.task",
+    "TASKS": "ance_ir.train.task",
+    "TaskContext": "ance_ir.train.task",
+    "TrainConfig": "ance_ir.train.arguments",
+    "TrainData": "ance_ir.train.dataset",
+    "Trainer": "ance_ir.train.trainer",
+    "TrainingHook": "ance_ir.train.hooks",
+    "TrainingTask": "ance_ir.train.task",
+    "build_config": "ance_ir.train.arguments",
+    "build_loss": "ance_ir.train.loss",
+    "latest_checkpoint": "ance_ir.train.checkpoint",
+    "list_checkpoints": "ance_ir.train.checkpoint",
+    "parse_args": "ance_ir.train.arguments",
+    "read_log": "ance_ir.train.runlog",
+    "read_negatives_file": "ance_ir.train.negatives",
+    "refresh_checkpoint": "ance_ir.train.refresh",
+    "register_data_source": "ance_ir.train.dataset",
+    "register_loss": "ance_ir.train.loss",
+    "register_negatives": "ance_ir.train.negatives",
+    "register_task": "ance_ir.train.task",
+    "train": "ance_ir.train.trainer",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'ance_ir.train' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

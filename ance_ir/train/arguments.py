@@ -1,8 +1,11 @@
-"""Training settings: one :class:`TrainConfig`, read from YAML/JSON (``--config``) and overridden by flags.
+"""Reading training settings: YAML/JSON files (``--config``) in sections or flat, then flags. Torch-free.
 
-Every field is also a command-line flag (``n_negatives`` -> ``--n-negatives``; booleans take
-``--in-batch/--no-in-batch``; ``none`` clears an optional value). The resolved settings are saved as
-``OUTPUT/config.json``; a resumed run may change only the fields in :data:`RESUMABLE`.
+A file may be written in sections (``optim: {lr: 2e-5}``) or with the flat legacy names (``lr: 2e-5``);
+``negatives: bm25`` names a section's component directly. Every field is also a flag under its legacy
+name (``negative_depth`` -> ``--negative-depth``; booleans take ``--in-batch/--no-in-batch``; ``none``
+clears an optional value), and ``--set SECTION.KEY=VALUE`` sets anything, a component's options included.
+The resolved settings are saved as ``OUTPUT/config.json`` (in sections); a resumed run may change only the
+settings in :data:`RESUMABLE`.
 """
 
 from __future__ import annotations
@@ -13,162 +16,73 @@ import difflib
 import json
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ance_ir.data import InputError, atomic_write
-from ance_ir.modeling.inference import PRECISIONS as INFERENCE_PRECISIONS
-from ance_ir.train.loss import LOSSES
-from ance_ir.train.negatives import NEGATIVE_STRATEGIES
+from ance_ir.train.settings import (
+    LEGACY,
+    SECTIONS,
+    ConfigError,
+    DataSection,
+    LossSection,
+    ModelSection,
+    NegativesSection,
+    OptimSection,
+    RefreshSection,
+    RunSection,
+    Section,
+    TaskSection,
+    section_fields,
+)
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-REFRESH_MODES = ("async", "sync")
-INDEX_TYPES = ("flat", "hnsw")
 # Settings a resumed run may change: they decide when and how things are saved or run, not what is learned
-# from which data (refresh_mode and max_staleness do change which negatives later steps see).
-RESUMABLE = frozenset({"stop_at", "log_every", "save_every", "keep_checkpoints", "device", "inferencer_device",
-                       "refresh_mode", "max_staleness", "progress", "encode_batch_size", "refresh_precision",
-                       "threads", "inferencer_threads"})
-ENCODER_FIELDS = ("pooling", "normalize", "head", "query_max_length", "passage_max_length")
-
-
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
-
-
-class ConfigError(ValueError):
-    """An invalid value of one setting."""
-
-    def __init__(self, name: str, message: str):
-        self.name = name
-        super().__init__(f"{name}: {message}")
+# from which data (refresh.mode and refresh.max_staleness do change which negatives later steps see).
+RESUMABLE = frozenset({"stop_at", "log_every", "save_every", "keep_checkpoints", "device", "progress", "threads",
+                       "refresh.device", "refresh.mode", "refresh.max_staleness", "refresh.batch_size",
+                       "refresh.precision", "refresh.threads"})
 
 
 @dataclass
-class TrainConfig:
-    """Everything a training run needs; see each field's help (``python -m ance_ir.train --help``)."""
+class TrainConfig(RunSection):
+    """Everything a training run needs: the top-level run settings and one object per section."""
 
-    output: str = _opt("", "run folder: config.json, log.jsonl, checkpoints/, negatives/, refresh/")
-    model: str = _opt("minilm", "starting encoder: model dir, alias (minilm, bert-tiny) or Hugging Face id")
-    init_from: str | None = _opt(None, "start from this encoder dir, or from the latest checkpoint of this "
-                                       "run folder (e.g. a BM25 warm-up run); overrides model")
-    corpus: str = _opt("", "corpus JSONL/TSV file or dataset name (rag24-mini)")
-    train_topics: str = _opt("", "training topics: TSV file or name (rag24-mini-train)")
-    train_qrels: str = _opt("", "training qrels: TREC file or name (rag24-mini-train)")
-    eval_topics: str | None = _opt(None, "topics evaluated at each refresh (e.g. rag24-mini-test)")
-    eval_qrels: str | None = _opt(None, "qrels for eval_topics (default: the qrels named like the topics)")
-    min_positive_grade: int = _opt(2, "judgments of at least this grade are training positives")
-    negative_exclude_grade: int = _opt(1, "documents judged at least this grade are never used as negatives")
-    negatives: str = _opt("ance", "negative strategy: " + ", ".join(NEGATIVE_STRATEGIES))
-    n_negatives: int = _opt(1, "sampled negatives per query (1 with no in-batch is ANCE's pairwise loss)")
-    negative_depth: int = _opt(200, "ance/bm25/dpr/static: sample from this many top-ranked candidates")
-    negatives_file: str | None = _opt(None, "static: JSONL {qid, negatives} or TSV qid<TAB>docid, best first")
-    bm25_index: str | None = _opt(None, "bm25/dpr: Lucene index of the corpus (default: built in OUTPUT)")
-    in_batch: bool = _opt(False, "also score each query against the other queries' passages in the batch")
-    loss: str = _opt("nll", "loss: " + ", ".join(LOSSES))
-    temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)")
-    batch_size: int = _opt(8, "queries per micro-batch, over all processes")
-    grad_accumulation: int = _opt(1, "micro-batches per optimizer step")
-    passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
-                                   "to its own longest (less padding, see docs/bench.md; 1: one batch)")
-    lr: float = _opt(1e-5, "peak learning rate (AdamW)")
-    warmup_steps: int = _opt(0, "linear warm-up steps (wins over warmup_ratio when > 0)")
-    warmup_ratio: float = _opt(0.0, "linear warm-up as a fraction of all steps")
-    weight_decay: float = _opt(0.01, "AdamW weight decay (not applied to biases and norms)")
-    max_grad_norm: float = _opt(1.0, "clip the gradient norm to this (0: no clipping)")
-    epochs: float = _opt(1.0, "passes over the (query, positive) pairs; ignored when max_steps is set")
-    max_steps: int | None = _opt(None, "optimizer steps to train (sets the learning-rate schedule)")
-    stop_at: int | None = _opt(None, "save a checkpoint and stop after this step; rerun to continue")
-    precision: str = _opt("fp32", "fp32, bf16 or fp16 autocast (fp16 needs CUDA)")
-    seed: int = _opt(42, "seed for data order, negative sampling and initialisation")
-    device: str | None = _opt(None, "cpu, cuda or cuda:N (default: cuda when available)")
-    refresh_every: int = _opt(500, "save a checkpoint every N steps; each is refreshed/evaluated (0: never)")
-    refresh_mode: str = _opt("async", "async: an inferencer process refreshes while training goes on; "
-                                      "sync: training waits for each refresh (exactly reproducible)")
-    max_staleness: int | None = _opt(None, "async: wait when the negatives are more than N steps old")
-    save_every: int = _opt(0, "extra checkpoints every N steps (0: only at refreshes, stops and the end)")
-    keep_checkpoints: int = _opt(0, "keep only the newest N checkpoints (0: keep all)")
-    log_every: int = _opt(10, "write a log.jsonl record every N steps")
-    progress: bool = _opt(True, "show a progress bar")
-    encode_batch_size: int = _opt(128, "refresh: passages per encoding batch")
-    refresh_precision: str = _opt("auto", "refresh: encoding precision (" + ", ".join(INFERENCE_PRECISIONS) + "; "
-                                          "auto = bf16 where the CPU has native bf16, see docs/bench.md)")
-    index_type: str = _opt("flat", "refresh: faiss index type (" + ", ".join(INDEX_TYPES) + ")")
-    eval_hits: int = _opt(1000, "refresh: passages retrieved per eval query")
-    inferencer_device: str | None = _opt(None, "device of the async inferencer (default: device)")
-    threads: int | None = _opt(None, "torch CPU threads of each training process (default: torch's choice)")
-    inferencer_threads: int | None = _opt(None, "torch CPU threads of the async inferencer (default: torch's "
-                                                "choice); trainer + inferencer threads should not exceed the cores")
-    pooling: str | None = _opt(None, "encoder override: cls or mean")
-    normalize: bool | None = _opt(None, "encoder override: L2-normalise vectors")
-    head: bool | None = _opt(None, "encoder override: ANCE projection head (Linear + LayerNorm)")
-    query_max_length: int | None = _opt(None, "encoder override: query tokens")
-    passage_max_length: int | None = _opt(None, "encoder override: passage tokens")
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    task: TaskSection = field(default_factory=TaskSection)
+    negatives: NegativesSection = field(default_factory=NegativesSection)
+    loss: LossSection = field(default_factory=LossSection)
+    refresh: RefreshSection = field(default_factory=RefreshSection)
+    optim: OptimSection = field(default_factory=OptimSection)
 
-    def __post_init__(self) -> None:
-        self._validate()
-        strategy = NEGATIVE_STRATEGIES[self.negatives]
-        if strategy.forces_in_batch:
-            self.in_batch = True
-        if not strategy.sampled:
-            self.n_negatives = 0
-        if self.n_negatives == 0 and not self.in_batch:
-            raise ConfigError("n_negatives", "is 0 and in_batch is off: a query would have no negatives")
+    def sections(self) -> list[Section]:
+        return [self, *(getattr(self, name) for name in SECTIONS)]
 
-    def _validate(self) -> None:
-        for name in ("output", "corpus", "train_topics", "train_qrels"):
-            if not getattr(self, name):
-                raise ConfigError(name, "is required")
-        choices = {"negatives": tuple(NEGATIVE_STRATEGIES), "loss": tuple(LOSSES), "precision": PRECISIONS,
-                   "refresh_mode": REFRESH_MODES, "refresh_precision": INFERENCE_PRECISIONS, "index_type": INDEX_TYPES,
-                   "pooling": ("cls", "mean", None)}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(name, f"must be one of {', '.join(a for a in allowed if a)}, "
-                                        f"got {getattr(self, name)!r}")
-        positive = ("batch_size", "grad_accumulation", "passage_buckets", "negative_depth", "log_every",
-                    "encode_batch_size", "eval_hits", "max_steps", "stop_at", "query_max_length",
-                    "passage_max_length", "threads", "inferencer_threads")
-        for name in positive:
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(name, f"must be at least 1, got {value}")
-        for name in ("n_negatives", "warmup_steps", "refresh_every", "save_every", "keep_checkpoints",
-                     "max_staleness", "min_positive_grade", "negative_exclude_grade"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(name, f"must not be negative, got {value}")
-        for name in ("lr", "temperature", "epochs"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(name, f"must be positive, got {getattr(self, name)}")
-        for name in ("weight_decay", "max_grad_norm"):
-            if getattr(self, name) < 0:
-                raise ConfigError(name, f"must not be negative, got {getattr(self, name)}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError("warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio}")
-        if self.negative_exclude_grade > self.min_positive_grade:
-            raise ConfigError("negative_exclude_grade", f"({self.negative_exclude_grade}) must not exceed "
-                                                        f"min_positive_grade ({self.min_positive_grade}): "
-                                                        "a positive could be sampled as a negative")
-        if self.negatives == "static" and not self.negatives_file:
-            raise ConfigError("negatives_file", "is required by the static strategy")
-        if self.max_staleness is not None and self.refresh_every == 0:
-            raise ConfigError("max_staleness", "needs refresh_every > 0 (no newer negatives would ever come)")
-        if self.max_staleness is not None and self.max_staleness < self.refresh_every:
-            raise ConfigError("max_staleness", f"({self.max_staleness}) must be at least refresh_every "
-                                               f"({self.refresh_every})")
-        if self.eval_qrels and not self.eval_topics:
-            raise ConfigError("eval_qrels", "is set but eval_topics is not")
+    def check(self) -> None:
+        RunSection.check(self)
+        for name in SECTIONS:
+            getattr(self, name).check()
 
-    def encoder_overrides(self) -> dict[str, Any]:
-        """The encoder settings given explicitly (EncoderConfig field -> value)."""
-        return {name: getattr(self, name) for name in ENCODER_FIELDS if getattr(self, name) is not None}
+    def flat(self) -> dict[str, Any]:
+        """Qualified name (``optim.lr``; top-level keys bare; options as ``loss.NAME``) -> value."""
+        out = {}
+        for section in self.sections():
+            for name in section_fields(type(section) if section is not self else RunSection):
+                out[section.qualified(name)] = getattr(section, name)
+            out.update({section.qualified(k): v for k, v in getattr(section, "options", {}).items()})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Nested plain values, each section's options inlined into it (what a config file holds)."""
+        out = {name: getattr(self, name) for name in section_fields(RunSection)}
+        for name in SECTIONS:
+            section = dataclasses.asdict(getattr(self, name))
+            options = section.pop("options", {})
+            out[name] = {**section, **options}
+        return out
 
     def save(self, path: str | Path) -> None:
         """Write the settings as JSON, atomically."""
@@ -181,27 +95,22 @@ class TrainConfig:
         return build_config(path, {})
 
 
-def _field_types() -> dict[str, tuple[type, bool]]:
-    """Field name -> (base type, optional)."""
-    out = {}
-    for name, hint in typing.get_type_hints(TrainConfig).items():
-        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else ()
-        base = next(a for a in args if a is not type(None)) if args else hint
-        out[name] = (base, bool(args))
-    return out
+def _field_type(cls: type, name: str) -> tuple[type, bool]:
+    """(base type, optional) of a section field."""
+    hint = typing.get_type_hints(cls)[name]
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else ()
+    base = next(a for a in args if a is not type(None)) if args else hint
+    return typing.get_origin(base) or base, bool(args)
 
 
-FIELD_TYPES = _field_types()
-
-
-def coerce(name: str, value: Any) -> Any:
-    """Convert a file or command-line value to the type of setting ``name``; ConfigError if it does not fit."""
-    base, optional = FIELD_TYPES[name]
+def coerce(name: str, value: Any, base: type, optional: bool) -> Any:
+    """Convert a file or command-line value to ``base``; ConfigError naming setting ``name`` if it does not fit."""
     if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
         raise ConfigError(name, "must be set")
-    kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[base]
+    kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+            list: "a list of strings"}[base]
     if base is bool:
         if isinstance(value, bool):
             return value
@@ -220,13 +129,24 @@ def coerce(name: str, value: Any) -> Any:
                 return float(value)
             except ValueError:
                 pass
+    elif base is list:
+        items = value if isinstance(value, list) else [value]
+        if all(isinstance(v, str) for v in items):
+            return list(items)
     elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
     raise ConfigError(name, f"must be {kind}, got {value!r}")
 
 
+def coerce_option(name: str, value: Any, default: Any) -> Any:
+    """A component option's value, converted to the type of its declared default."""
+    if default is None:
+        return value
+    return coerce(name, value, type(default) if not isinstance(default, list) else list, False)
+
+
 def read_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """Settings from a YAML or JSON mapping, and the line each key is on."""
+    """Settings from a YAML or JSON mapping, and the line of each key (nested keys as ``section.key``)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such config file")
@@ -243,76 +163,144 @@ def read_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
     if not isinstance(data, dict):
         raise InputError(path, "expected a mapping of setting: value", 1)
     lines: dict[str, int] = {}
-    for key, _ in node.value:
-        name, line = str(key.value), key.start_mark.line + 1
-        if name in lines:
-            raise InputError(path, f"setting {name!r} given twice (first on line {lines[name]})", line)
-        lines[name] = line
+
+    def walk(mapping: yaml.MappingNode, prefix: str) -> None:
+        for key, value in mapping.value:
+            name, line = prefix + str(key.value), key.start_mark.line + 1
+            if name in lines:
+                raise InputError(path, f"setting {name!r} given twice (first on line {lines[name]})", line)
+            lines[name] = line
+            if not prefix and isinstance(value, yaml.MappingNode):
+                walk(value, name + ".")
+
+    walk(node, "")
     return data, lines
 
 
+def _known_names() -> list[str]:
+    qualified = [f"{s}.{n}" for s, cls in SECTIONS.items() for n in section_fields(cls)]
+    return [*LEGACY, *section_fields(RunSection), *SECTIONS, *qualified]
+
+
+def _unknown(key: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(key, candidates, n=1)
+    return f"unknown setting {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+
+
+def _place(key: str, value: Any) -> list[tuple[str, Any]]:
+    """A file's top-level entry as (qualified name, value) pairs; KeyError(message) when unknown."""
+    if key in SECTIONS and isinstance(value, dict):
+        return [(f"{key}.{k}", v) for k, v in value.items()]
+    if key in section_fields(RunSection):
+        return [(key, value)]
+    if key in LEGACY:
+        section, name = LEGACY[key]
+        return [(f"{section}.{name}" if section else name, value)]
+    if key in SECTIONS:  # ``negatives: bm25``: the section's component
+        return [(f"{key}.name", value)]
+    raise KeyError(_unknown(key, _known_names()))
+
+
+def _assign(config: TrainConfig, qualified: str, value: Any) -> None:
+    """Set one qualified setting; keys a section does not define become its component's options."""
+    section_name, _, name = qualified.rpartition(".")
+    section: Section = getattr(config, section_name) if section_name else config
+    cls = type(section) if section_name else RunSection
+    fields = section_fields(cls)
+    if name in fields:
+        setattr(section, name, coerce(qualified, value, *_field_type(cls, name)))
+    elif hasattr(section, "options"):
+        section.options[name] = value
+    else:
+        raise KeyError(_unknown(qualified, [section.qualified(n) for n in fields]))
+
+
 def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
-    """Defaults, then the settings file at ``path`` (if any), then ``overrides`` (flag values)."""
-    values: dict[str, Any] = {}
+    """Defaults, then the settings file at ``path`` (if any), then ``overrides`` (flag values by legacy name,
+    or qualified ``section.key`` names); then every section and the chosen components are checked."""
+    config = TrainConfig()
     lines: dict[str, int] = {}
+    given: set[str] = set()
+    flags: dict[str, str] = {}
     if path is not None:
-        data, lines = read_config_file(path)
+        data, raw_lines = read_config_file(path)
         for key, value in data.items():
-            if key not in FIELD_TYPES:
-                close = difflib.get_close_matches(str(key), FIELD_TYPES, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise InputError(path, f"unknown setting {key!r}{hint}", lines.get(str(key)))
             try:
-                values[key] = coerce(key, value)
+                pairs = _place(str(key), value)
+                for qualified, item in pairs:
+                    line = raw_lines.get(qualified if str(key) in SECTIONS and isinstance(value, dict) else str(key))
+                    lines[qualified] = line
+                    _assign(config, qualified, item)
+                    given.add(qualified)
+            except KeyError as e:
+                raise InputError(path, e.args[0], raw_lines.get(str(key))) from None
             except ConfigError as e:
-                raise InputError(path, str(e), lines.get(key)) from None
+                raise InputError(path, str(e), lines.get(e.name)) from None
     for key, value in overrides.items():
+        flag = "--" + key.replace("_", "-") if key in LEGACY else f"--set {key}"
+        qualified = key if "." in key else ".".join(p for p in LEGACY.get(key, (None, key)) if p)
         try:
-            values[key] = coerce(key, value)
-        except ConfigError as e:
-            raise ValueError(f"--{key.replace('_', '-')}: {e}") from None
+            _assign(config, qualified, value)
+        except (KeyError, ConfigError) as e:
+            raise ValueError(f"{flag}: {e.args[0] if isinstance(e, KeyError) else e}") from None
+        given.discard(qualified)
+        flags[qualified] = flag
     try:
-        return TrainConfig(**values)
+        config.check()
+        from ance_ir.train.components import check_components
+
+        check_components(config)
     except ConfigError as e:
-        if e.name in values and e.name not in overrides and path is not None:
+        if e.name in given and path is not None:
             raise InputError(path, str(e), lines.get(e.name)) from None
+        if e.name in flags:
+            raise ValueError(f"{flags[e.name]}: {e}") from None
         raise
+    return config
 
 
 def check_resumable(saved: TrainConfig, now: TrainConfig, where: Path) -> list[str]:
     """The changed RESUMABLE settings; ValueError naming the first other setting that differs."""
     changed = []
-    for f in fields(TrainConfig):
-        before, after = getattr(saved, f.name), getattr(now, f.name)
+    before_all, after_all = saved.flat(), now.flat()
+    for name in dict.fromkeys([*before_all, *after_all]):
+        before, after = before_all.get(name), after_all.get(name)
         if before == after:
             continue
-        if f.name not in RESUMABLE:
-            raise ValueError(f"{where}: this run has {f.name}={before!r}, now {after!r}; only "
+        if name not in RESUMABLE:
+            raise ValueError(f"{where}: this run has {name}={before!r}, now {after!r}; only "
                              f"{', '.join(sorted(RESUMABLE))} may change on resume (use a new output folder)")
-        changed.append(f.name)
+        changed.append(name)
     return changed
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ance_ir.train", argument_default=argparse.SUPPRESS,
-        description="Train a dense retriever (ANCE, BM25 warm-up and the baselines). Settings come from "
-                    "--config FILE (YAML/JSON), then flags. Rerunning with the same OUTPUT resumes.")
+        description="Train a retriever (ANCE, BM25 warm-up, the baselines, or any registered task). Settings "
+                    "come from --config FILE (YAML/JSON, in sections or flat), then flags. Rerunning with the "
+                    "same OUTPUT resumes. Each flag is a section's setting: section.key in a config file.")
     parser.add_argument("--config", help="YAML or JSON file of settings; flags override it")
     parser.add_argument("--resume", action="store_true",
                         help="fail unless OUTPUT has a checkpoint to continue from (resuming is automatic)")
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"]
-        if f.default == "":
-            help_text += " (required)"
-        elif "default" not in help_text:
-            help_text += f" (default: {f.default})"
-        if FIELD_TYPES[f.name][0] is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, help=help_text)
-        else:
-            parser.add_argument(flag, dest=f.name, metavar=FIELD_TYPES[f.name][0].__name__.upper(),
-                                help=help_text)
+    parser.add_argument("--set", dest="set", action="append", metavar="SECTION.KEY=VALUE",
+                        help="set any setting, a component's options included (e.g. --set loss.margin=0.5)")
+    for section, cls in [(None, RunSection), *SECTIONS.items()]:
+        group = parser.add_argument_group(f"{section or 'run'} settings")
+        for name, f in section_fields(cls).items():
+            legacy = f.metadata["legacy"]
+            base, _ = _field_type(cls, name)
+            qualified = f"{section}.{name}" if section else name
+            help_text = f"{qualified}: {f.metadata['help']}"
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            help_text += " (required)" if default == "" else f" (default: {default})"
+            flag = "--" + legacy.replace("_", "-")
+            if base is bool:
+                group.add_argument(flag, dest=legacy, action=argparse.BooleanOptionalAction, help=help_text)
+            elif base is list:
+                group.add_argument(flag, dest=legacy, action="append", metavar="FILE_OR_MODULE", help=help_text)
+            else:
+                group.add_argument(flag, dest=legacy, metavar=base.__name__.upper(), help=help_text)
     return parser
 
 
@@ -320,4 +308,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
     """The config from ``--config`` and flags, and whether ``--resume`` was given."""
     args = vars(build_parser().parse_args(argv))
     path, resume = args.pop("config", None), args.pop("resume", False)
+    for item in args.pop("set", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise ValueError(f"--set {item}: expected SECTION.KEY=VALUE")
+        args[key.strip()] = yaml.safe_load(value)
     return build_config(path, args), resume

@@ -1,7 +1,7 @@
 """Checkpoints: ``OUTPUT/checkpoints/step-NNNNNNNN/``, each written as one atomic folder.
 
-A checkpoint folder is a :class:`~ance_ir.modeling.DenseEncoder` dir (Hugging Face layout, loadable by
-``DenseEncoder.from_pretrained`` and every ance-ir CLI) plus ``trainer_state.pt``: optimizer, scheduler,
+A checkpoint folder is a saved model (Hugging Face layout plus its kind, loadable by
+:func:`ance_ir.modeling.load_model` and every ance-ir CLI) plus ``trainer_state.pt``: optimizer, scheduler,
 step, RNG states of every rank, the pair order and the negatives version in use. Folders are built under a
 hidden temporary name and renamed into place, so every listed checkpoint is complete.
 """
@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, atomic_directory
-from ance_ir.modeling import DenseEncoder
 from ance_ir.train.layout import RunDir
 
 STATE_FILE = "trainer_state.pt"
@@ -50,11 +49,12 @@ def latest_checkpoint(run: RunDir) -> Path | None:
     return found[-1] if found else None
 
 
-def save_checkpoint(run: RunDir, step: int, encoder: DenseEncoder, state: dict[str, Any]) -> Path:
-    """Write the encoder and ``state`` as ``checkpoints/step-NNNNNNNN`` atomically; return the folder."""
+def save_checkpoint(run: RunDir, step: int, model: Any, state: dict[str, Any]) -> Path:
+    """Write the model (any kind: ``save_pretrained``) and ``state`` as ``checkpoints/step-NNNNNNNN``
+    atomically; return the folder."""
     folder = checkpoint_dir(run, step)
     with atomic_directory(folder) as tmp:
-        encoder.save_pretrained(tmp)
+        model.save_pretrained(tmp)
         torch.save(state, tmp / STATE_FILE)
     return folder
 

@@ -1,21 +1,26 @@
-"""Training data: the corpus, the training queries, their positives, and a resumable shuffled pair order.
+"""Training data: the corpus, the training queries, their positives, and a resumable shuffled example order.
 
-One training example is a (query, positive) pair: every passage judged at least ``min_positive_grade``
-for a training topic. An epoch visits every pair once, in an order drawn from ``(seed, epoch)``, so the
-pair stream's whole state is two integers (``epoch``, ``position``) saved with each checkpoint.
+A *data source*, chosen by name from :data:`DATA_SOURCES`, turns the ``data`` settings into a
+:class:`TrainData`: ``qrels`` reads topics + qrels, ``groups`` reads Tevatron-style JSONL groups (with their
+negatives and teacher scores, see :mod:`ance_ir.data.groups`). One training example is a (query, positive)
+pair. An epoch visits every pair once, in an order drawn from ``(seed, epoch)``, so the pair stream's whole
+state is two integers (``epoch``, ``position``) saved with each checkpoint.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ance_ir.data import load_corpus
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
+from ance_ir.train.registry import Registry
+from ance_ir.train.settings import ConfigError
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -23,7 +28,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class TrainData:
-    """Everything the trainer reads, loaded once."""
+    """Everything the trainer reads, loaded once.
+
+    ``negatives`` (qid -> docids, best first) and ``scores`` (qid -> docid -> teacher score) are what a data
+    source brings beyond qrels (empty for ``qrels``).
+    """
 
     corpus_path: Path
     docids: list[str]
@@ -31,38 +40,125 @@ class TrainData:
     queries: dict[str, str]
     exclude: dict[str, frozenset[str]]
     pairs: list[tuple[str, str]]
+    negatives: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, config: TrainConfig) -> TrainData:
-        """Read corpus, topics and qrels named in ``config``; ValueError when no training pair remains.
+        """The training data of ``config``'s data source."""
+        source = DATA_SOURCES.lookup(config.data.source, "data.source")
+        return source(config).load()
 
-        Positives not in the corpus are skipped (with a note on stderr); topics without positives are unused.
-        """
-        corpus_path = resolve_corpus(config.corpus)
+
+DATA_SOURCES = Registry("data source")
+register_data_source = DATA_SOURCES.register
+
+
+class DataSource(ABC):
+    """Reads the training data a ``data`` section describes."""
+
+    name: ClassVar[str]
+    options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+        self.data = config.data
+
+    @classmethod  # noqa: B027 - optional; most sources need nothing
+    def check_config(cls, config: TrainConfig) -> None:
+        """Raise ConfigError when a setting this source needs is missing."""
+
+    @abstractmethod
+    def load(self) -> TrainData:
+        """Read everything; ValueError when no training pair remains."""
+
+    def _corpus(self) -> tuple[Path, list[str], dict[str, str]]:
+        corpus_path = resolve_corpus(self.data.corpus)
         passages = load_corpus(corpus_path)
-        texts = {p.docid: p.text for p in passages}
-        topics = resolve_topics(config.train_topics)
-        qrels = resolve_qrels(config.train_qrels)
+        return corpus_path, [p.docid for p in passages], {p.docid: p.text for p in passages}
+
+
+def _note_missing(missing: int, where: str) -> None:
+    if missing:
+        print(f"note: {missing} positives of {where} are not in the corpus; skipped", file=sys.stderr)
+
+
+@register_data_source
+class QrelsSource(DataSource):
+    """Training topics and graded qrels: positives are judged >= ``min_positive_grade``."""
+
+    name = "qrels"
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        for name in ("topics", "qrels"):
+            if not getattr(config.data, name):
+                raise ConfigError(f"data.{name}", "is required")
+
+    def load(self) -> TrainData:
+        """Positives not in the corpus are skipped (with a note on stderr); topics without positives are unused."""
+        d = self.data
+        corpus_path, docids, texts = self._corpus()
+        topics, qrels = resolve_topics(d.topics), resolve_qrels(d.qrels)
         positives: dict[str, list[str]] = {}
         exclude: dict[str, frozenset[str]] = {}
         missing = 0
         for qid in topics:
             judged = qrels.get(qid, {})
-            good = [d for d, g in judged.items() if g >= config.min_positive_grade]
-            missing += sum(d not in texts for d in good)
-            good = [d for d in good if d in texts]
+            good = [doc for doc, g in judged.items() if g >= d.min_positive_grade]
+            missing += sum(doc not in texts for doc in good)
+            good = [doc for doc in good if doc in texts]
             if good:
                 positives[qid] = good
-                exclude[qid] = frozenset(d for d, g in judged.items() if g >= config.negative_exclude_grade)
-        if missing:
-            print(f"note: {missing} positives of {config.train_qrels} are not in the corpus; skipped",
-                  file=sys.stderr)
+                exclude[qid] = frozenset(doc for doc, g in judged.items() if g >= d.negative_exclude_grade)
+        _note_missing(missing, d.qrels)
         pairs = [(qid, docid) for qid, docs in positives.items() for docid in docs]
         if not pairs:
-            raise ValueError(f"no training pairs: no topic of {config.train_topics} has a passage of "
-                             f"{config.corpus} judged >= {config.min_positive_grade} in {config.train_qrels}")
-        return cls(corpus_path, [p.docid for p in passages], texts, {q: topics[q] for q in positives}, exclude,
-                   pairs)
+            raise ValueError(f"no training pairs: no topic of {d.topics} has a passage of {d.corpus} judged >= "
+                             f"{d.min_positive_grade} in {d.qrels}")
+        return TrainData(corpus_path, docids, texts, {q: topics[q] for q in positives}, exclude, pairs)
+
+
+@register_data_source
+class GroupsSource(DataSource):
+    """Tevatron-style JSONL groups (``python -m ance_ir.negatives`` writes them): each group's positives are
+    training pairs, its negatives the candidates of the ``groups`` sampler, its scores the teacher's.
+
+    With ``qrels`` set too, every passage judged >= ``negative_exclude_grade`` is kept out of the negatives.
+    """
+
+    name = "groups"
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        if not config.data.groups:
+            raise ConfigError("data.groups", "is required by the groups data source")
+
+    def load(self) -> TrainData:
+        from ance_ir.data.groups import read_groups
+
+        d = self.data
+        corpus_path, docids, texts = self._corpus()
+        judged = resolve_qrels(d.qrels) if d.qrels else {}
+        queries, exclude, negatives, scores = {}, {}, {}, {}
+        pairs: list[tuple[str, str]] = []
+        missing = 0
+        for group in read_groups(d.groups):
+            qid = group.query_id
+            good = [p.docid for p in group.positives if p.docid in texts]
+            missing += len(group.positives) - len(good)
+            if not good:
+                continue
+            queries[qid] = group.query
+            relevant = {doc for doc, g in judged.get(qid, {}).items() if g >= d.negative_exclude_grade}
+            exclude[qid] = frozenset({p.docid for p in group.positives} | relevant)
+            negatives[qid] = [p.docid for p in group.negatives if p.docid in texts and p.docid not in exclude[qid]]
+            scores[qid] = {p.docid: p.score for p in (*group.positives, *group.negatives) if p.score is not None}
+            pairs.extend((qid, docid) for docid in good)
+        _note_missing(missing, d.groups)
+        if not pairs:
+            raise ValueError(f"no training pairs: no group of {d.groups} has a positive in {d.corpus}")
+        return TrainData(corpus_path, docids, texts, queries, exclude, pairs, negatives, scores)
 
 
 class PairStream:

@@ -35,14 +35,14 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
     """Refresh checkpoints of the run in ``output`` as they appear; return how many were refreshed."""
     run = RunDir(Path(output))
     hf_logging.disable_progress_bar()
-    config = TrainConfig.load(run.config)
+    config = TrainConfig.load(run.config)  # imports the run's plugins too
     job = RefreshJob.from_config(config)
     if not (job.mine or job.eval_topics):
         print(f"{run.root}: nothing to refresh (no ANCE negatives, no eval_topics)", file=sys.stderr)
         return 0
-    target = pick_device(device or config.inferencer_device or config.device)
-    if config.inferencer_threads:
-        torch.set_num_threads(config.inferencer_threads)
+    target = pick_device(device or config.refresh.device or config.device)
+    if config.refresh.threads:
+        torch.set_num_threads(config.refresh.threads)
     done = max(RefreshRecords(run.refresh).steps(), default=-1)
     count = 0
     while True:

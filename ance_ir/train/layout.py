@@ -31,6 +31,11 @@ class RunDir:
         return self.root / "checkpoints"
 
     @property
+    def final(self) -> Path:
+        """The trained model (no trainer state), written when the run ends: what encode/search take."""
+        return self.root / "final"
+
+    @property
     def negatives(self) -> Path:
         """Published ANN negatives, ``v-NNNNNNNN.json.gz`` (version = checkpoint step)."""
         return self.root / "negatives"

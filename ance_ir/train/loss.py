@@ -1,48 +1,72 @@
-"""Contrastive losses over a batch of query groups, chosen by name from :data:`LOSSES`.
+"""Losses over scored query groups, chosen by name from :data:`LOSSES`.
 
-A batch holds ``B`` query vectors and ``B * G`` passage vectors: for query ``i``, rows ``i*G`` (its
-positive) to ``i*G + G - 1`` (its ``G - 1`` negatives). With ``in_batch`` each query is also scored against
-every other query's passages; ``mask`` (``[B, B*G]``, True = ignore) drops passages that must not count as
-negatives of a query (e.g. another copy of one of its positives).
+A task scores its batch with the model (any kind: dot products, MaxSim, a cross-encoder) and hands the
+loss a :class:`GroupScores`: ``B`` queries, each with a group of ``G`` passages (its positive first, then
+its negatives), scored against its own group only (``[B, G]``) or against every passage of the batch
+(``[B, B*G]``, in-batch negatives, positive of query ``i`` in column ``i*G``; ``-inf`` where a passage must
+not count). Teacher scores of each query's own group (``[B, G]``, NaN where unknown) come along for
+distillation losses. A new loss is one subclass with a ``name`` (and the ``options`` it takes, name ->
+default), decorated with :func:`register_loss`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
-LOSSES: dict[str, type[ContrastiveLoss]] = {}
+from ance_ir.train.registry import Registry
 
 
-def register_loss(cls: type[ContrastiveLoss]) -> type[ContrastiveLoss]:
-    """Class decorator: make a loss selectable by its ``name``."""
-    LOSSES[cls.name] = cls
-    return cls
+@dataclass
+class GroupScores:
+    """The student's scores of a batch, where each query's positive is, and the teacher's scores if any."""
+
+    scores: torch.Tensor
+    targets: torch.Tensor
+    group_size: int
+    in_batch: bool
+    teacher: torch.Tensor | None = None
+
+    @property
+    def own(self) -> torch.Tensor:
+        """``[B, G]``: each query's scores of its own group (positive first)."""
+        if not self.in_batch:
+            return self.scores
+        b, g = self.scores.shape[0], self.group_size
+        columns = self.targets.unsqueeze(1) + torch.arange(g, device=self.scores.device)
+        return self.scores.gather(1, columns.view(b, g))
+
+
+LOSSES = Registry("loss")
+register_loss = LOSSES.register
 
 
 class ContrastiveLoss(ABC):
-    """A loss of query vectors against grouped passage vectors (mean over queries)."""
+    """A loss of a batch's scores (mean over queries)."""
 
     name: ClassVar[str]
+    options: ClassVar[dict[str, Any]] = {}
+    needs_teacher: ClassVar[bool] = False
 
-    def __init__(self, temperature: float = 1.0):
+    def __init__(self, temperature: float = 1.0, **options: Any):
         self.temperature = temperature
+        self.settings = options
 
     @abstractmethod
-    def __call__(self, queries: torch.Tensor, passages: torch.Tensor, group_size: int, in_batch: bool,
-                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The loss for ``queries`` ``[B, D]`` and ``passages`` ``[B*group_size, D]``."""
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        """The loss of ``batch``."""
 
 
-def group_scores(queries: torch.Tensor, passages: torch.Tensor, group_size: int, in_batch: bool,
-                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dot-product scores and the column of each query's positive.
+def dense_group_scores(queries: torch.Tensor, passages: torch.Tensor, group_size: int, in_batch: bool,
+                       mask: torch.Tensor | None = None, teacher: torch.Tensor | None = None) -> GroupScores:
+    """Dot-product scores of ``queries`` ``[B, D]`` against ``passages`` ``[B*G, D]``.
 
-    Without in-batch: ``[B, G]`` (own group only, positive in column 0). With it: ``[B, B*G]``, masked
-    entries set to ``-inf``, positive of query ``i`` in column ``i*G``.
+    Without in-batch: ``[B, G]`` (own group only). With it: ``[B, B*G]``, ``mask`` (True = ignore) entries
+    set to ``-inf``.
     """
     b, dim = queries.shape
     if passages.shape != (b * group_size, dim):
@@ -52,9 +76,9 @@ def group_scores(queries: torch.Tensor, passages: torch.Tensor, group_size: int,
         scores = queries @ passages.T
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))
-        return scores, torch.arange(b, device=queries.device) * group_size
+        return GroupScores(scores, torch.arange(b, device=queries.device) * group_size, group_size, True, teacher)
     scores = torch.einsum("bd,bgd->bg", queries, passages.view(b, group_size, dim))
-    return scores, torch.zeros(b, dtype=torch.long, device=queries.device)
+    return GroupScores(scores, torch.zeros(b, dtype=torch.long, device=queries.device), group_size, False, teacher)
 
 
 @register_loss
@@ -67,14 +91,12 @@ class NLLLoss(ContrastiveLoss):
 
     name = "nll"
 
-    def __call__(self, queries: torch.Tensor, passages: torch.Tensor, group_size: int, in_batch: bool,
-                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        scores, targets = group_scores(queries, passages, group_size, in_batch, mask)
-        return F.cross_entropy(scores / self.temperature, targets)
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        return F.cross_entropy(batch.scores / self.temperature, batch.targets)
 
 
-def build_loss(name: str, temperature: float = 1.0) -> ContrastiveLoss:
+def build_loss(name: str, temperature: float = 1.0, **options: Any) -> ContrastiveLoss:
     """The loss registered as ``name``."""
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
-    return LOSSES[name](temperature)
+    return LOSSES[name](temperature, **options)

@@ -1,10 +1,13 @@
-"""Negative sampling strategies, chosen by name from :data:`NEGATIVE_STRATEGIES`.
+"""Negative samplers, chosen by name from :data:`NEGATIVE_STRATEGIES` (the ``negatives`` section).
 
-Every strategy answers ``sample(qid, exclude, n, rng)``: ``n`` distinct corpus passages for the query,
-none of them in ``exclude`` (the passages judged relevant to it). Strategies with a candidate list
-(bm25, dpr, ance, static) draw uniformly from its top ``negative_depth`` entries and top up with random
-corpus passages when a query has fewer than ``n`` candidates left. A new strategy is one subclass with a
-``name``, decorated with :func:`register_negatives`.
+Every sampler answers ``sample(qid, exclude, n, rng)``: ``n`` distinct corpus passages for the query,
+none of them in ``exclude`` (the passages judged relevant to it). Samplers with a candidate list draw
+uniformly from its top ``negatives.depth`` entries and top up with random corpus passages when a query has
+fewer than ``n`` candidates left. Where the candidates come from is a *candidate source*: BM25 (``bm25``,
+``dpr``), a file (``static``), the training groups (``groups``), the ANN index refreshed from the model
+being trained (``ance``), or any source of :mod:`ance_ir.negatives.sources` by name (``candidates`` with
+``source: NAME`` and that source's own settings). A new sampler is one subclass with a ``name``,
+decorated with :func:`register_negatives`.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ance_ir.data import InputError
 from ance_ir.data.corpus import is_tsv
 from ance_ir.data.lines import iter_lines, split_columns
+from ance_ir.train.registry import Registry
+from ance_ir.train.settings import ConfigError
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -26,13 +31,8 @@ if TYPE_CHECKING:
     from ance_ir.train.distributed import Distributed
     from ance_ir.train.layout import RunDir
 
-NEGATIVE_STRATEGIES: dict[str, type[NegativeSampler]] = {}
-
-
-def register_negatives(cls: type[NegativeSampler]) -> type[NegativeSampler]:
-    """Class decorator: make a strategy selectable by its ``name``."""
-    NEGATIVE_STRATEGIES[cls.name] = cls
-    return cls
+NEGATIVE_STRATEGIES = Registry("negative sampler")
+register_negatives = NEGATIVE_STRATEGIES.register
 
 
 class NegativeSampler(ABC):
@@ -42,10 +42,22 @@ class NegativeSampler(ABC):
     sampled: ClassVar[bool] = True  # False: no sampled negatives (n is forced to 0)
     forces_in_batch: ClassVar[bool] = False  # True: in-batch negatives are always on
     refreshed: ClassVar[bool] = False  # True: candidates come from ANN refreshes of the model being trained
+    options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, docids: Sequence[str]):
         self.docids = list(docids)
         self._docset = frozenset(self.docids)
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        """Adjust the task settings this sampler implies (in-batch on, no sampled negatives) and check them."""
+        task = config.task
+        if cls.forces_in_batch:
+            task.in_batch = True
+        if not cls.sampled:
+            task.n_negatives = 0
+        if task.n_negatives == 0 and not task.in_batch:
+            raise ConfigError("task.n_negatives", "is 0 and in_batch is off: a query would have no negatives")
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
@@ -119,13 +131,13 @@ class BM25Negatives(CandidateNegatives):
         def search() -> dict[str, list[str]]:
             from ance_ir.bm25 import bm25_negatives, build_lucene_index
 
-            index = Path(config.bm25_index) if config.bm25_index else run.bm25_index
-            if not config.bm25_index and not any(index.glob("segments*")):
+            index = Path(config.negatives.bm25_index) if config.negatives.bm25_index else run.bm25_index
+            if not config.negatives.bm25_index and not any(index.glob("segments*")):
                 build_lucene_index(data.corpus_path, index)
             exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
-            return bm25_negatives(index, data.queries, exclude, depth=config.negative_depth)
+            return bm25_negatives(index, data.queries, exclude, depth=config.negatives.depth)
 
-        return cls(data.docids, dist.on_main(search), config.negative_depth)
+        return cls(data.docids, dist.on_main(search), config.negatives.depth)
 
 
 @register_negatives
@@ -152,7 +164,7 @@ class AnceNegatives(CandidateNegatives):
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
-        return cls(data.docids, {}, config.negative_depth)
+        return cls(data.docids, {}, config.negatives.depth)
 
     def update(self, version: int, candidates: dict[str, list[str]]) -> None:
         """Sample from the negatives mined from the checkpoint of step ``version`` from now on."""
@@ -172,8 +184,8 @@ class StaticNegatives(CandidateNegatives):
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
-        candidates = read_negatives_file(config.negatives_file, frozenset(data.docids))
-        return cls(data.docids, candidates, config.negative_depth)
+        candidates = read_negatives_file(config.negatives.file, frozenset(data.docids))
+        return cls(data.docids, candidates, config.negatives.depth)
 
 
 def read_negatives_file(path: str | Path, docids: Collection[str]) -> dict[str, list[str]]:
@@ -224,7 +236,47 @@ def _parse_jsonl_negatives(path: str | Path, lineno: int, line: str) -> tuple[st
     return str(qid).strip(), [str(d) for d in negatives]
 
 
+@register_negatives
+class GroupNegatives(CandidateNegatives):
+    """The negatives that came with the training groups (``data.source: groups``), best first."""
+
+    name = "groups"
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        super().check_config(config)
+        if config.data.source != "groups":
+            raise ConfigError("negatives.name", "groups needs data.source: groups")
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        return cls(data.docids, data.negatives, config.negatives.depth)
+
+
+@register_negatives
+class SourceNegatives(CandidateNegatives):
+    """Candidates from any registered candidate source (:mod:`ance_ir.negatives.sources`), retrieved once by
+    rank 0 and mined like ``python -m ance_ir.negatives`` does (judged passages removed)."""
+
+    name = "candidates"
+    options = {"source": "bm25"}
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        def retrieve() -> dict[str, list[str]]:
+            from ance_ir.negatives.mining import mine
+            from ance_ir.negatives.sources import build_source
+
+            params = dict(config.negatives.options)
+            source = build_source(params.pop("source"), **params)
+            ranking = source.retrieve(data.queries, config.negatives.depth)
+            mined = mine(ranking, {}, data.exclude, config.negatives.depth)
+            return {qid: [docid for docid, _ in ranked] for qid, ranked in mined.items()}
+
+        return cls(data.docids, dist.on_main(retrieve), config.negatives.depth)
+
+
 def build_sampler(config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
-    """The strategy named by ``config.negatives``."""
-    return NEGATIVE_STRATEGIES[config.negatives].create(config, data, run, dist)
+    """The sampler named by ``config.negatives.name``."""
+    return NEGATIVE_STRATEGIES[config.negatives.name].create(config, data, run, dist)
 

@@ -20,7 +20,7 @@ from ance_ir.data import Qrels, Topics
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, build_index
-from ance_ir.modeling import DenseEncoder
+from ance_ir.modeling.kinds import load_model
 from ance_ir.train.checkpoint import step_of
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
@@ -35,7 +35,7 @@ SEARCH_BATCH = 4096  # queries per faiss search call
 
 def refresh_needed(config: TrainConfig) -> bool:
     """Whether checkpoints of this run are refreshed at all: ANCE negatives to mine, or eval topics to score."""
-    return NEGATIVE_STRATEGIES[config.negatives].refreshed or config.eval_topics is not None
+    return NEGATIVE_STRATEGIES[config.negatives.name].refreshed or config.refresh.eval_topics is not None
 
 
 @dataclass
@@ -59,18 +59,18 @@ class RefreshJob:
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
         """The job of a run (``data``: the trainer's already-loaded data, else it is read here)."""
         data = data or TrainData.load(config)
+        cfg = config.refresh
         eval_topics = eval_qrels = None
-        if config.eval_topics:
-            eval_topics = resolve_topics(config.eval_topics)
-            eval_qrels = (resolve_qrels(config.eval_qrels) if config.eval_qrels
-                          else qrels_for_topics(config.eval_topics))
+        if cfg.eval_topics:
+            eval_topics = resolve_topics(cfg.eval_topics)
+            eval_qrels = resolve_qrels(cfg.eval_qrels) if cfg.eval_qrels else qrels_for_topics(cfg.eval_topics)
             if eval_qrels is None:
-                raise ValueError(f"eval_topics {config.eval_topics} is a file; set eval_qrels too")
+                raise ValueError(f"eval_topics {cfg.eval_topics} is a file; set eval_qrels too")
             if not set(eval_topics) & set(eval_qrels):
-                raise ValueError(f"eval_qrels judge none of the eval_topics {config.eval_topics}")
+                raise ValueError(f"eval_qrels judge none of the eval_topics {cfg.eval_topics}")
         return cls(data.docids, [data.texts[d] for d in data.docids], data.queries, data.exclude, eval_topics,
-                   eval_qrels, NEGATIVE_STRATEGIES[config.negatives].refreshed, config.negative_depth,
-                   config.encode_batch_size, config.refresh_precision, config.index_type, config.eval_hits)
+                   eval_qrels, NEGATIVE_STRATEGIES[config.negatives.name].refreshed, config.negatives.depth,
+                   cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits)
 
 
 def _search(index: DenseIndex, vectors: np.ndarray, k: int) -> list[tuple[np.ndarray, list[str]]]:
@@ -94,7 +94,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
         timings[name] = round(now - clock, 3)
         clock = now
 
-    encoder = DenseEncoder.from_pretrained(checkpoint).to(device)
+    encoder = load_model(checkpoint).to(device)
     lap("load_s")
     vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision)
     lap("encode_s")

@@ -1,0 +1,84 @@
+"""Model kinds and the one loader every stage uses (train, refresh, encode, search, the Pyserini adapters).
+
+A *model kind* is a class registered under a name with :func:`register_model_kind`. It says how a model
+of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which records the kind in
+``ance_ir_model.json``), how it encodes and scores, and which index its vectors go to (``index``):
+
+* ``dense``: one vector per text, dot product, a faiss index (:class:`~ance_ir.modeling.DenseEncoder`).
+
+Kinds to come fill the same slots: ``multivector`` (token vectors, MaxSim, a token index), ``sparse`` (term
+weights, a Lucene impact index), ``cross-encoder`` (scores a (query, passage) pair; ``index`` None: it reranks).
+A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
+:func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+MODEL_FILE = "ance_ir_model.json"
+DEFAULT_KIND = "dense"
+
+
+class ModelKind(Protocol):
+    """What :func:`load_model` needs of a registered kind."""
+
+    kind: str
+    index: str | None
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, **overrides: Any) -> Any: ...
+
+
+MODEL_KINDS: dict[str, type] = {}
+
+
+def register_model_kind(cls: type) -> type:
+    """Class decorator: make a model class loadable by its ``kind`` name."""
+    MODEL_KINDS[cls.kind] = cls
+    return cls
+
+
+def write_kind(directory: str | Path, kind: str) -> None:
+    """Record a saved model's kind in ``ance_ir_model.json``."""
+    path = Path(directory) / MODEL_FILE
+    path.write_text(json.dumps({"kind": kind}, indent=2) + "\n", encoding="utf-8")
+
+
+def saved_kind(directory: str | Path) -> str | None:
+    """The kind a saved model folder records; None for a folder saved by other software (or a hub id)."""
+    path = Path(directory) / MODEL_FILE
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["kind"])
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a valid model record ({e})") from None
+
+
+def kind_class(kind: str) -> type:
+    """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
+    import ance_ir.modeling.encoder  # noqa: F401 - registers the built-in kinds
+
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))} (a plugin kind "
+                         "is registered by importing its module: --import FILE or 'imports:' in the config)")
+    return MODEL_KINDS[kind]
+
+
+def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: Any) -> Any:
+    """Load a model of any kind: a saved folder (its recorded kind), a run folder, an alias or a hub id.
+
+    ``kind`` is what the caller expects: a folder that records another kind is refused; a folder or name
+    that records none (a plain Hugging Face model) is loaded as ``kind`` (default ``dense``).
+    ``overrides`` go to the kind's ``from_pretrained`` (e.g. pooling for ``dense``).
+    """
+    from ance_ir.modeling.resolve import resolve_model_path
+
+    path = resolve_model_path(name_or_path)
+    recorded = saved_kind(path) if Path(path).is_dir() else None
+    if recorded is not None and kind is not None and recorded != kind:
+        raise ValueError(f"{name_or_path}: is a {recorded!r} model, expected a {kind!r} model")
+    return kind_class(recorded or kind or DEFAULT_KIND).from_pretrained(path, **overrides)

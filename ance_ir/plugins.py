@@ -1,0 +1,54 @@
+"""Plugins: Python files or modules that register components (tasks, losses, samplers, candidate sources,
+data sources, model kinds) with the package's decorator registries when imported.
+
+A training config names them under ``imports:``; every CLI takes ``--import FILE_OR_MODULE`` (repeatable);
+``ANCE_IR_IMPORTS`` (paths or modules separated by ``os.pathsep``) applies to every command, including the
+processes a command starts itself (the ANCE inferencer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+
+ENV = "ANCE_IR_IMPORTS"
+_loaded: dict[str, ModuleType] = {}
+
+
+def import_plugin(spec: str) -> ModuleType:
+    """Import a ``.py`` file (by path) or a module (by dotted name), once per process."""
+    path = Path(spec).expanduser()
+    key = str(path.resolve()) if spec.endswith(".py") else spec
+    if key in _loaded:
+        return _loaded[key]
+    if spec.endswith(".py"):
+        if not path.is_file():
+            raise FileNotFoundError(f"{spec}: no such plugin file")
+        name = f"ance_ir_plugin_{path.stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(spec)
+        except ModuleNotFoundError as e:
+            raise ValueError(f"plugin module {spec!r} cannot be imported ({e})") from None
+    _loaded[key] = module
+    return module
+
+
+def environment_plugins() -> list[str]:
+    """The plugins named in ``ANCE_IR_IMPORTS``."""
+    return [s for s in os.environ.get(ENV, "").split(os.pathsep) if s]
+
+
+def load_plugins(specs: Iterable[str] = ()) -> list[ModuleType]:
+    """Import ``ANCE_IR_IMPORTS`` and then ``specs``; return the modules."""
+    return [import_plugin(s) for s in [*environment_plugins(), *specs]]

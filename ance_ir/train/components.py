@@ -1,0 +1,67 @@
+"""Checking a config's components: each section's chosen name is registered, its options are the ones the
+component declares (completed with their defaults), and the components agree with each other.
+
+A component declares ``options`` (name -> default) and may check the whole config in ``check_config``.
+A candidate source's options are the keyword parameters of its constructor.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ance_ir.plugins import load_plugins
+from ance_ir.train.registry import check_options
+from ance_ir.train.settings import ConfigError, section_fields
+
+if TYPE_CHECKING:
+    from ance_ir.train.arguments import TrainConfig
+
+
+def _source_options(name: str) -> dict[str, Any]:
+    from ance_ir.negatives.sources import CANDIDATE_SOURCES
+
+    if name not in CANDIDATE_SOURCES:
+        raise ConfigError("negatives.source", f"must be one of {', '.join(CANDIDATE_SOURCES)}, got {name!r}")
+    parameters = inspect.signature(CANDIDATE_SOURCES[name].__init__).parameters.values()
+    return {p.name: p.default for p in parameters
+            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _check(section: Any, declared: dict[str, Any]) -> None:
+    known = [section.qualified(n) for n in section_fields(type(section))]
+    section.options = check_options(declared, section.options, section.section, known)
+
+
+def check_components(config: TrainConfig) -> None:
+    """Import the config's plugins, then check every component it names; ConfigError on the first problem."""
+    import ance_ir.train.contrastive  # noqa: F401 - registers the built-in task
+    from ance_ir.modeling.kinds import kind_class
+    from ance_ir.train.dataset import DATA_SOURCES
+    from ance_ir.train.loss import LOSSES
+    from ance_ir.train.negatives import NEGATIVE_STRATEGIES
+    from ance_ir.train.task import TASKS
+
+    try:
+        load_plugins(config.imports)
+    except (FileNotFoundError, ValueError) as e:
+        raise ConfigError("imports", str(e)) from None
+    if config.model.kind is not None:
+        try:
+            kind_class(config.model.kind)
+        except ValueError as e:
+            raise ConfigError("model.kind", str(e)) from None
+    data = DATA_SOURCES.lookup(config.data.source, "data.source")
+    _check(config.data, data.options)
+    task = TASKS.lookup(config.task.name, "task.name")
+    _check(config.task, task.options)
+    loss = LOSSES.lookup(config.loss.name, "loss.name")
+    _check(config.loss, loss.options)
+    sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
+    declared = dict(sampler.options)
+    if "source" in declared:
+        declared.update(_source_options(str(config.negatives.options.get("source", declared["source"]))))
+    _check(config.negatives, declared)
+    data.check_config(config)
+    task.check_config(config)
+

@@ -1,0 +1,145 @@
+"""The contrastive task (``task: contrastive``): a dense dual encoder trained on (query, positive, sampled
+negatives) groups, optionally with in-batch negatives. The ANCE paper's rows are configurations of it:
+``negatives: random | inbatch | bm25 | dpr | ance`` (see :mod:`ance_ir.train.negatives`).
+
+Under torchrun every process draws the same global batch (same pair order, same sampler RNG) and trains
+on its own contiguous slice. With in-batch negatives the query and passage vectors of all processes are
+gathered, so every query sees every passage of the global batch, exactly as in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ance_ir.train.collator import Batch, Collator, Group, in_batch_mask
+from ance_ir.train.dataset import PairStream, TrainData
+from ance_ir.train.hooks import TrainingHook
+from ance_ir.train.loss import LOSSES, dense_group_scores
+from ance_ir.train.modeling import DualEncoderModule
+from ance_ir.train.negatives import NEGATIVE_STRATEGIES, NegativeSampler, build_sampler
+from ance_ir.train.refresher import Refresher
+from ance_ir.train.task import StepLoss, TaskContext, TrainingTask, register_task
+
+
+class GroupDraws:
+    """Training groups drawn as the trainer draws them: (query, positive) pairs in the stream's order, each with
+    ``n_negatives`` from ``sampler``, one RNG for all draws; the state is the stream's and the RNG's."""
+
+    def __init__(self, data: TrainData, sampler: NegativeSampler, seed: int, n_negatives: int):
+        self.data, self.sampler, self.n_negatives = data, sampler, n_negatives
+        self.stream = PairStream(len(data.pairs), seed)
+        self.rng = random.Random(seed)
+
+    def draw(self, count: int) -> list[Group]:
+        """The next ``count`` groups."""
+        pairs = [self.data.pairs[i] for i in self.stream.take(count)]
+        return [Group(qid, pos, tuple(self.sampler.sample(qid, self.data.exclude[qid], self.n_negatives, self.rng)))
+                for qid, pos in pairs]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"data": self.stream.state_dict(), "sampler_rng": self.rng.getstate()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stream.load_state_dict(state["data"])
+        self.rng.setstate(state["sampler_rng"])
+
+
+@dataclass
+class GroupBatch:
+    """One micro-batch: the global batch's groups, this process's slice, and the slice tokenized."""
+
+    groups: list[Group]
+    mine: list[Group]
+    inputs: Batch
+
+
+@register_task
+class ContrastiveTask(TrainingTask):
+    """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product."""
+
+    name = "contrastive"
+
+    def __init__(self, ctx: TaskContext, model: torch.nn.Module):
+        super().__init__(ctx, model)
+        config, data = ctx.config, ctx.data
+        self.sampler = build_sampler(config, data, ctx.run, ctx.dist)
+        self.draws = GroupDraws(data, self.sampler, config.seed, config.task.n_negatives)
+        self.collator = Collator(model, data.queries, data.texts, config.task.passage_buckets)
+        loss = config.loss
+        self.loss_fn = LOSSES[loss.name](loss.temperature, **loss.options)
+        self._module = DualEncoderModule(model)
+        self.refresher = Refresher(ctx, self.sampler)
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name").check_config(config)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._module
+
+    @property
+    def examples(self) -> int:
+        return len(self.ctx.data.pairs)
+
+    @property
+    def epochs_done(self) -> float:
+        return self.draws.stream.epochs_done
+
+    def hooks(self) -> list[TrainingHook]:
+        return [self.refresher]
+
+    def next_batch(self) -> GroupBatch:
+        batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
+        local = batch_size // dist.world_size
+        groups = self.draws.draw(batch_size)
+        mine = groups[dist.rank * local:(dist.rank + 1) * local]
+        return GroupBatch(groups, mine, self.collator(mine))
+
+    def loss(self, module: torch.nn.Module, batch: GroupBatch,
+             autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:
+        queries, passages = self.encode(module, batch, autocast)
+        return self.group_loss(queries, passages, batch)
+
+    def encode(self, module: torch.nn.Module, batch: GroupBatch,
+               autocast: Callable[[], contextlib.AbstractContextManager]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query vectors ``[B, D]`` and passage vectors ``[B*G, D]`` (float32) of this process's slice."""
+        inputs = batch.inputs
+        with autocast():
+            queries, passages = module(dict(inputs.queries), [dict(p) for p in inputs.passages], inputs.restore)
+        return queries.float(), passages.float()
+
+    def group_loss(self, queries: torch.Tensor, passages: torch.Tensor, batch: GroupBatch) -> StepLoss:
+        """The configured loss of the groups' dot-product scores (over the global batch with in-batch + DDP)."""
+        dist, device, exclude = self.ctx.dist, self.ctx.device, self.ctx.data.exclude
+        group_size = batch.inputs.group_size
+        if self.ctx.config.task.in_batch and dist.enabled:
+            mask = in_batch_mask(batch.groups, exclude).to(device)
+            scores = dense_group_scores(dist.gather_with_grad(queries), dist.gather_with_grad(passages),
+                                        group_size, True, mask, self._teacher(batch.groups))
+            return StepLoss(self.loss_fn(scores), dist.world_size, True)
+        in_batch = self.ctx.config.task.in_batch
+        mask = in_batch_mask(batch.mine, exclude).to(device) if in_batch else None
+        scores = dense_group_scores(queries, passages, group_size, in_batch, mask, self._teacher(batch.mine))
+        return StepLoss(self.loss_fn(scores))
+
+    def _teacher(self, groups: list[Group]) -> torch.Tensor | None:
+        """``[B, G]`` teacher scores of each group (NaN where unknown), or None when the data has none."""
+        known = self.ctx.data.scores
+        if not known:
+            return None
+        rows = [[known.get(g.qid, {}).get(d, math.nan) for d in g.docids] for g in groups]
+        return torch.tensor(rows, dtype=torch.float32, device=self.ctx.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.draws.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.draws.load_state_dict(state)

@@ -1,0 +1,109 @@
+"""Training tasks: what a step trains on and how its loss comes from the model, chosen by name from :data:`TASKS`.
+
+The trainer (:mod:`ance_ir.train.trainer`) owns the loop: optimizer, schedule, precision, DDP, gradient
+accumulation, checkpoints and exact resume, logging, signals. A task owns the rest: it draws batches from
+the training data with its own sampling state (saved with every checkpoint), runs the model however it
+needs and returns the loss, and may plug :class:`~ance_ir.train.hooks.TrainingHook` s into the loop's step
+boundaries (the ANCE refresh is one). A new task is one subclass with a ``name`` (and ``options``, name ->
+default), decorated with :func:`register_task`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from ance_ir.train.registry import Registry
+
+if TYPE_CHECKING:
+    from ance_ir.train.arguments import TrainConfig
+    from ance_ir.train.dataset import TrainData
+    from ance_ir.train.distributed import Distributed
+    from ance_ir.train.hooks import TrainingHook
+    from ance_ir.train.layout import RunDir
+    from ance_ir.train.runlog import RunLog
+
+TASKS = Registry("training task")
+register_task = TASKS.register
+
+
+@dataclass
+class TaskContext:
+    """What a task is built from."""
+
+    config: TrainConfig
+    data: TrainData
+    run: RunDir
+    dist: Distributed
+    device: torch.device
+    log: RunLog
+    interrupted: Callable[[], bool]
+
+
+@dataclass
+class StepLoss:
+    """A micro-batch's loss, the factor its gradient needs under DDP (the number of processes when the loss
+    covers the gathered global batch, else 1), and whether it covers the whole global batch."""
+
+    loss: torch.Tensor
+    factor: int = 1
+    whole_batch: bool = False
+
+
+class TrainingTask(ABC):
+    """Batches and loss for one kind of training."""
+
+    name: ClassVar[str]
+    options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, ctx: TaskContext, model: torch.nn.Module):
+        self.ctx, self.model = ctx, model
+
+    @classmethod  # noqa: B027 - optional; most tasks need nothing
+    def check_config(cls, config: TrainConfig) -> None:
+        """Raise ConfigError for settings this task cannot train with."""
+
+    @property
+    @abstractmethod
+    def module(self) -> torch.nn.Module:
+        """The trainable module whose ``forward`` the task calls (wrapped in DDP by the trainer)."""
+
+    @property
+    @abstractmethod
+    def examples(self) -> int:
+        """Training examples in one epoch (sets the number of steps of ``optim.epochs``)."""
+
+    @property
+    @abstractmethod
+    def epochs_done(self) -> float:
+        """Fractional number of epochs consumed."""
+
+    @abstractmethod
+    def next_batch(self) -> Any:
+        """This process's part of the next micro-batch; every process draws the same global batch."""
+
+    @abstractmethod
+    def loss(self, module: torch.nn.Module, batch: Any,
+             autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:
+        """The loss of ``batch``, running ``module`` (under ``autocast()`` for the forward pass)."""
+
+    def hooks(self) -> list[TrainingHook]:
+        """Components to run at step boundaries."""
+        return []
+
+    def state_dict(self) -> dict[str, Any]:
+        """The sampling state to checkpoint (plain values; merged into ``trainer_state.pt``)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - optional
+        """Restore what :meth:`state_dict` saved."""
+
+
+def build_task(ctx: TaskContext, model: torch.nn.Module) -> TrainingTask:
+    """The task named by ``config.task.name``."""
+    return TASKS.lookup(ctx.config.task.name, "task.name")(ctx, model)

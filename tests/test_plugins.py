@@ -1,0 +1,116 @@
+"""Components from outside the package: a task, a loss, a sampler, a candidate source and a model kind, each one
+file in tests/plugins/, registered by importing it, then trained, encoded and searched with through the CLIs."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import TOY_PASSAGES, TOY_TOPICS
+from test_train_run import make_tiny_bert
+
+from ance_ir.data import read_run
+from ance_ir.index import load_dense_index
+from ance_ir.modeling import DenseEncoder
+from ance_ir.modeling.kinds import load_model, saved_kind
+from ance_ir.plugins import load_plugins
+from ance_ir.train import build_config
+from ance_ir.train.dataset import TrainData
+from ance_ir.train.distributed import Distributed
+from ance_ir.train.layout import RunDir
+from ance_ir.train.negatives import build_sampler
+
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+FILES = [str(PLUGINS / f"{name}.py") for name in
+         ("maxpool_kind", "margin_loss", "overlap_source", "hardest_sampler", "symmetric_task")]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture()
+def plugin_config(toy_collection, tmp_path) -> Path:
+    """A sectioned config naming every plugin component."""
+    model = make_tiny_bert(tmp_path / "bert", dropout=0.0)
+    settings = {
+        "output": str(tmp_path / "run"), "seed": 3, "device": "cpu", "threads": 1, "progress": False,
+        "log_every": 1, "imports": FILES,
+        "model": {"name": str(model), "kind": "test-maxpool", "query_max_length": 16, "passage_max_length": 16},
+        "data": {"corpus": str(toy_collection["corpus"]), "topics": str(toy_collection["topics"]),
+                 "qrels": str(toy_collection["qrels"]), "min_positive_grade": 1},
+        "task": {"name": "test-symmetric", "batch_size": 2, "n_negatives": 2, "reverse_weight": 0.25},
+        "negatives": {"name": "test-hardest", "source": "test-overlap", "corpus": str(toy_collection["corpus"])},
+        "loss": {"name": "test-margin", "margin": 0.5},
+        "refresh": {"every": 0},
+        "optim": {"lr": 1e-3, "max_steps": 4},
+    }
+    path = tmp_path / "plugins.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def test_plugin_components_train_encode_and_search(plugin_config, toy_collection, tmp_path):
+    trained = cli("ance_ir.train", "--config", str(plugin_config))
+    assert trained.returncode == 0, trained.stderr
+    run = RunDir(tmp_path / "run")
+    saved = json.loads(run.config.read_text())
+    assert saved["task"] == {"name": "test-symmetric", "batch_size": 2, "passage_buckets": 4, "n_negatives": 2,
+                             "in_batch": False, "reverse_weight": 0.25}
+    assert saved["loss"]["margin"] == 0.5 and saved["negatives"]["source"] == "test-overlap"
+    losses = [r["loss"] for r in map(json.loads, run.log.read_text().splitlines()) if "loss" in r]
+    assert len(losses) == 4 and all(np.isfinite(losses))
+    assert saved_kind(run.final) == "test-maxpool"
+
+    # the sampler drew from the plugin source: each query's top passages by shared words, judged ones removed
+    load_plugins(FILES)
+    config = build_config(plugin_config, {})
+    data = TrainData.load(config)
+    sampler = build_sampler(config, data, run, Distributed.init("cpu"))
+    for qid, query in TOY_TOPICS.items():
+        shared = {d: len(set(query.split()) & set(t.split())) for d, t in TOY_PASSAGES.items()}
+        expected = [d for d in sorted(shared, key=lambda d: (-shared[d], d)) if d not in data.exclude[qid]]
+        assert sampler.candidates[qid] == expected
+        assert sampler.sample(qid, data.exclude[qid], 2, random.Random(0)) == expected[:2]
+
+    # encode and search take the run folder: its final model, loaded as the plugin kind
+    index = tmp_path / "index"
+    encoded = cli("ance_ir.encode", "--import", FILES[0], "--corpus", str(toy_collection["corpus"]),
+                  "--encoder", str(run.root), "--output", str(index), "--quiet")
+    assert encoded.returncode == 0, encoded.stderr
+    dense = load_dense_index(index)
+    assert dense.meta["kind"] == "test-maxpool"
+    model = load_model(run.root)
+    assert type(model).__name__ == "MaxPoolEncoder"
+    texts = [json.loads(line)["contents"] for line in toy_collection["corpus"].read_text().splitlines()]
+    stored = dense.index.reconstruct_n(0, dense.index.ntotal)
+    assert np.allclose(stored, model.encode_passages(texts), atol=1e-5)
+    as_cls = DenseEncoder.from_pretrained(run.final).encode_passages(texts)
+    assert not np.allclose(stored, as_cls, atol=1e-3)  # really max-pooled, not the dense kind's CLS
+
+    output = tmp_path / "run.trec"
+    searched = cli("ance_ir.search", "--import", FILES[0], "--topics", str(toy_collection["topics"]),
+                   "--index", str(index), "--output", str(output), "--hits", "3")
+    assert searched.returncode == 0, searched.stderr
+    assert {q: len(hits) for q, hits in read_run(output).items()} == {q: 3 for q in TOY_TOPICS}
+
+    # without the plugin, the saved kind is not known: one clear error line
+    refused = cli("ance_ir.search", "--topics", str(toy_collection["topics"]), "--index", str(index),
+                  "--output", str(tmp_path / "x.trec"))
+    assert refused.returncode == 2 and "unknown model kind 'test-maxpool'" in refused.stderr
+    assert not (tmp_path / "x.trec").exists()
+
+
+def test_unknown_plugin_option_names_the_line(plugin_config):
+    text = plugin_config.read_text().replace("margin: 0.5", "margn: 0.5")
+    plugin_config.write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "margn" in row)
+    with pytest.raises(ValueError, match=rf"plugins.yaml:{line}: loss.margn: unknown setting; did you mean "
+                                         "'margin'"):
+        build_config(plugin_config, {})
