@@ -100,3 +100,26 @@ def test_example_configs_load(name):
     config = build_config(CONFIGS / "rag24-mini" / f"{name}.yaml", {})
     assert config.data.corpus == "rag24-mini" and config.data.qrels == "rag24-mini-train"
     assert config.refresh.eval_topics == "rag24-mini-test"
+
+
+def test_flat_and_sectioned_configs_are_the_same(tmp_path):
+    flat = _file(tmp_path, "output: runs/x\nseed: 7\nmodel: minilm\ninit_from: runs/warmup\ncorpus: c.jsonl\n"
+                           "train_topics: t.tsv\ntrain_qrels: q.txt\nmin_positive_grade: 1\nnegative_exclude_grade: 1\n"
+                           "batch_size: 16\nn_negatives: 3\nnegatives: bm25\nnegative_depth: 50\n"
+                           "temperature: 0.05\nrefresh_every: 20\neval_topics: e.tsv\nlr: 2e-5\nepochs: 2\n",
+                 "flat.yaml")
+    sectioned = _file(tmp_path, "output: runs/x\nseed: 7\n"
+                                "model: {name: minilm, init_from: runs/warmup}\n"
+                                "data:\n  corpus: c.jsonl\n  topics: t.tsv\n  qrels: q.txt\n"
+                                "  min_positive_grade: 1\n  negative_exclude_grade: 1\n"
+                                "task: {batch_size: 16, n_negatives: 3}\n"
+                                "negatives: {name: bm25, depth: 50}\n"
+                                "loss: {name: nll, temperature: 0.05}\n"
+                                "refresh: {every: 20, eval_topics: e.tsv}\n"
+                                "optim: {lr: 2e-5, epochs: 2}\n", "sectioned.yaml")
+    shorthand = _file(tmp_path, sectioned.read_text().replace("{name: bm25, depth: 50}", "bm25")
+                      + "negative_depth: 50\n", "shorthand.yaml")
+    expected = build_config(flat, {}).to_dict()
+    assert expected == build_config(sectioned, {}).to_dict() == build_config(shorthand, {}).to_dict()
+    assert expected["negatives"]["name"] == "bm25" and expected["optim"]["lr"] == 2e-5
+    assert expected["loss"]["temperature"] == 0.05 and expected["task"]["batch_size"] == 16
