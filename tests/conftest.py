@@ -71,3 +71,33 @@ def rag24_home(tmp_path_factory) -> Path:
         os.environ.pop("ANCE_IR_HOME")
     else:
         os.environ["ANCE_IR_HOME"] = previous
+
+
+def make_tiny_bert(path: Path, dropout: float = 0.1) -> Path:
+    """A random 3-layer BERT (hidden 32) with a vocabulary covering the toy texts (one layer per third)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    words = sorted({w for text in [*TOY_PASSAGES.values(), *TOY_TOPICS.values()] for w in text.split()})
+    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout)
+    BertModel(config).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def toy(tmp_path_factory) -> Path:
+    """Toy corpus/topics/qrels plus tiny BERTs with (``bert``) and without (``bert-nodrop``) dropout."""
+    root = tmp_path_factory.mktemp("train-toy")
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                               for d, t in TOY_PASSAGES.items()))
+    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
+    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
+    make_tiny_bert(root / "bert")
+    make_tiny_bert(root / "bert-nodrop", dropout=0.0)
+    return root

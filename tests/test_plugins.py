@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS
-from test_train_run import make_tiny_bert
+from conftest import TOY_PASSAGES, TOY_TOPICS, make_tiny_bert
 
 from ance_ir.data import read_run
 from ance_ir.index import load_dense_index

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -73,7 +75,7 @@ def test_flag_errors_name_the_flag(tmp_path):
         parse_args(["--config", str(path), "--passage-buckets", "0"])
     with pytest.raises(ValueError, match="data.corpus: is required"):
         parse_args(["--output", "x", "--train-topics", "t", "--train-qrels", "q"])
-    with pytest.raises(ValueError, match="max_staleness.*at least refresh_every"):
+    with pytest.raises(ValueError, match="max_staleness.*at least refresh.every"):
         parse_args(["--config", str(path), "--max-staleness", "5", "--refresh-every", "10"])
 
 
@@ -123,3 +125,21 @@ def test_flat_and_sectioned_configs_are_the_same(tmp_path):
     assert expected == build_config(sectioned, {}).to_dict() == build_config(shorthand, {}).to_dict()
     assert expected["negatives"]["name"] == "bm25" and expected["optim"]["lr"] == 2e-5
     assert expected["loss"]["temperature"] == 0.05 and expected["task"]["batch_size"] == 16
+
+
+def test_shorthands_imports_and_model_options(tmp_path):
+    path = _file(tmp_path, REQUIRED + "data: groups\ngroups: g.jsonl\nnegatives: groups\nimports: [a_module]\n")
+    with pytest.raises(ValueError, match="--import: imports: plugin module 'a_module' cannot be imported"):
+        parse_args(["--config", str(path), "--import", "b_module"])  # the file's own stays: added to, not replaced
+    sys.modules["a_module"] = sys.modules["b_module"] = types.ModuleType("stub")  # importable, registers nothing
+    try:
+        config, _ = parse_args(["--config", str(path), "--import", "b_module"])
+    finally:
+        del sys.modules["a_module"], sys.modules["b_module"]
+    assert config.data.source == "groups" and config.imports == ["a_module", "b_module"]
+    model = _file(tmp_path, REQUIRED + "model:\n  name: bert-tiny\n  shared: false\n  head_dimm: 8\n", "m.yaml")
+    with pytest.raises(InputError, match="model.head_dimm: unknown setting; did you mean 'head_dim'") as e:
+        build_config(model, {})
+    assert str(e.value).startswith(f"{model}:8: ")
+    fixed = build_config(_file(tmp_path, model.read_text().replace("head_dimm", "head_dim"), "ok.yaml"), {})
+    assert fixed.model.overrides() == {"shared": False, "head_dim": 8}

@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ance_ir.encode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
-    parser.add_argument("--encoder", required=True, help="model dir, alias (e.g. minilm) or Hugging Face id")
+    parser.add_argument("--encoder", required=True,
+                        help="model dir, training run folder (its final/ model), alias (e.g. minilm) or HF id")
     parser.add_argument("--output", required=True, help="index folder to create, e.g. indexes/NAME")
     parser.add_argument("--index-type", choices=INDEX_TYPES, default="flat")
     parser.add_argument("--batch-size", type=positive_int, default=32)

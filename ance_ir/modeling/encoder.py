@@ -82,6 +82,9 @@ class DenseEncoder(torch.nn.Module):
 
     kind = "dense"
     index = "dense"
+    #: settings a training config may also override (EncoderConfig fields -> a value of their type; the ones
+    #: not given keep the saved model's)
+    options = {"head_dim": 0, "shared": True, "query_prefix": "", "passage_prefix": ""}
 
     #: precision of ``encode_*`` when the call names none (see :mod:`ance_ir.modeling.inference`)
     inference_precision: str = "fp32"

@@ -24,7 +24,9 @@ def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None,
         if overrides:
             raise ValueError("config overrides apply only when loading an encoder by name or path")
     else:
-        encoder = load_model(encoder, "dense", **overrides)
+        encoder = load_model(encoder, **overrides)
+        if encoder.index != "dense":
+            raise ValueError(f"a {encoder.kind!r} model has no single-vector encoding for Pyserini's FaissSearcher")
     return encoder.to(device) if device is not None else encoder
 
 

@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", required=True, help="topics TSV file or name (rag24-mini-test, dl19, ...)")
     parser.add_argument("--index", required=True, help="dense index folder or Pyserini prebuilt dense index name")
-    parser.add_argument("--encoder", help="model dir, alias or HF id (default: the one in the index's meta.json)")
+    parser.add_argument("--encoder", help="model dir, training run folder, alias or HF id (default: the one in "
+                                          "the index's meta.json)")
     parser.add_argument("--output", required=True, help="TREC run file to write")
     parser.add_argument("--pooling", choices=("cls", "mean"),
                         help="query pooling (default: the index's meta.json, else the encoder's own)")

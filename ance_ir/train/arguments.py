@@ -26,6 +26,7 @@ from ance_ir.data import InputError, atomic_write
 from ance_ir.train.settings import (
     LEGACY,
     SECTIONS,
+    SHORTHAND_FIELD,
     ConfigError,
     DataSection,
     LossSection,
@@ -196,8 +197,8 @@ def _place(key: str, value: Any) -> list[tuple[str, Any]]:
     if key in LEGACY:
         section, name = LEGACY[key]
         return [(f"{section}.{name}" if section else name, value)]
-    if key in SECTIONS:  # ``negatives: bm25``: the section's component
-        return [(f"{key}.name", value)]
+    if key in SECTIONS:  # ``data: groups``: the section's component
+        return [(f"{key}.{SHORTHAND_FIELD[key]}", value)]
     raise KeyError(_unknown(key, _known_names()))
 
 
@@ -239,6 +240,8 @@ def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainCon
     for key, value in overrides.items():
         flag = "--" + key.replace("_", "-") if key in LEGACY else f"--set {key}"
         qualified = key if "." in key else ".".join(p for p in LEGACY.get(key, (None, key)) if p)
+        if qualified == "imports":  # --import adds to the file's imports
+            value = [*config.imports, *coerce("imports", value, list, False)]
         try:
             _assign(config, qualified, value)
         except (KeyError, ConfigError) as e:
@@ -284,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true",
                         help="fail unless OUTPUT has a checkpoint to continue from (resuming is automatic)")
     parser.add_argument("--set", dest="set", action="append", metavar="SECTION.KEY=VALUE",
-                        help="set any setting, a component's options included (e.g. --set loss.margin=0.5)")
+                        help="set any setting, a component's options included (e.g. --set negatives.source=dense "
+                             "with --negatives candidates)")
     for section, cls in [(None, RunSection), *SECTIONS.items()]:
         group = parser.add_argument_group(f"{section or 'run'} settings")
         for name, f in section_fields(cls).items():

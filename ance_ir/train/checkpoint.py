@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, atomic_directory
+from ance_ir.modeling.resolve import ModelNotAvailableError, run_model_dir
 from ance_ir.train.layout import RunDir
 
 STATE_FILE = "trainer_state.pt"
@@ -81,14 +82,13 @@ def remove_partial(run: RunDir) -> None:
 
 
 def resolve_init(spec: str) -> str:
-    """``init_from``: a run folder means its latest checkpoint; anything else is a model dir or name."""
-    run = RunDir(Path(spec))
-    if run.checkpoints.is_dir():
-        latest = latest_checkpoint(run)
-        if latest is None:
-            raise InputError(spec, "run folder has no complete checkpoint to start from")
-        return str(latest)
-    return spec
+    """``init_from``: a run folder means its model (``final/``, else its newest checkpoint), as everywhere;
+    anything else is a model dir or name."""
+    try:
+        model = run_model_dir(Path(spec))
+    except ModelNotAvailableError as e:
+        raise InputError(spec, "run folder has no complete checkpoint to start from") from e
+    return str(model) if model is not None else spec
 
 
 def capture_rng() -> dict[str, Any]:

@@ -46,11 +46,14 @@ def check_components(config: TrainConfig) -> None:
         load_plugins(config.imports)
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError("imports", str(e)) from None
-    if config.model.kind is not None:
-        try:
-            kind_class(config.model.kind)
-        except ValueError as e:
-            raise ConfigError("model.kind", str(e)) from None
+    try:
+        kind = kind_class(config.model.kind or "dense")
+    except ValueError as e:
+        raise ConfigError("model.kind", str(e)) from None
+    declared = getattr(kind, "options", {})
+    given = check_options(declared, config.model.options, "model",
+                          [config.model.qualified(n) for n in section_fields(type(config.model))])
+    config.model.options = {k: given[k] for k in config.model.options}  # unset ones stay the saved model's
     data = DATA_SOURCES.lookup(config.data.source, "data.source")
     _check(config.data, data.options)
     task = TASKS.lookup(config.task.name, "task.name")

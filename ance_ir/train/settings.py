@@ -91,8 +91,11 @@ class DataSection(Section):
     source: str = _opt("qrels", "training data source: qrels (topics + qrels) or groups (JSONL training groups)",
                        "data_source")
     corpus: str = _opt("", "corpus JSONL/TSV file or dataset name (rag24-mini)", "corpus")
-    topics: str | None = _opt(None, "training topics: TSV file or name (rag24-mini-train)", "train_topics")
-    qrels: str | None = _opt(None, "training qrels: TREC file or name (rag24-mini-train)", "train_qrels")
+    topics: str | None = _opt(None, "training topics: TSV file or name (rag24-mini-train); required by the qrels "
+                                    "source", "train_topics")
+    qrels: str | None = _opt(None, "training qrels: TREC file or name (rag24-mini-train); required by the qrels "
+                                   "source, optional for groups (judged passages are then never negatives)",
+                             "train_qrels")
     groups: str | None = _opt(None, "groups source: JSONL training groups (python -m ance_ir.negatives)", "groups")
     min_positive_grade: int = _opt(2, "judgments of at least this grade are training positives",
                                    "min_positive_grade")
@@ -113,7 +116,7 @@ class DataSection(Section):
 @dataclass
 class TaskSection(Section):
     section = "task"
-    name: str = _opt("contrastive", "training task", "task")
+    name: str = _opt("contrastive", "training task: contrastive (built in) or a plugin's", "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
                                    "to its own longest (less padding, see docs/bench.md; 1: one batch)",
@@ -150,7 +153,7 @@ class NegativesSection(Section):
 @dataclass
 class LossSection(Section):
     section = "loss"
-    name: str = _opt("nll", "loss", "loss")
+    name: str = _opt("nll", "loss: nll (built in) or a plugin's", "loss")
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)",
                               "temperature")
     options: dict[str, Any] = _opt({}, "further settings the loss declares")
@@ -189,11 +192,11 @@ class RefreshSection(Section):
         self._at_least(1, "batch_size", "hits", "threads")
         self._at_least(0, "every", "max_staleness")
         if self.max_staleness is not None and self.every == 0:
-            raise ConfigError(self.qualified("max_staleness"), "needs refresh_every > 0 (no newer negatives "
+            raise ConfigError(self.qualified("max_staleness"), "needs refresh.every > 0 (no newer negatives "
                                                                "would ever come)")
         if self.max_staleness is not None and self.max_staleness < self.every:
             raise ConfigError(self.qualified("max_staleness"), f"({self.max_staleness}) must be at least "
-                                                               f"refresh_every ({self.every})")
+                                                               f"refresh.every ({self.every})")
         if self.eval_qrels and not self.eval_topics:
             raise ConfigError(self.qualified("eval_qrels"), "is set but eval_topics is not")
 
@@ -255,8 +258,8 @@ class RunSection(Section):
 SECTIONS: dict[str, type[Section]] = {"model": ModelSection, "data": DataSection, "task": TaskSection,
                                       "negatives": NegativesSection, "loss": LossSection,
                                       "refresh": RefreshSection, "optim": OptimSection}
-#: section of a component-picking section -> the field that names the component
-COMPONENT_FIELD = {"model": "kind", "data": "source", "task": "name", "negatives": "name", "loss": "name"}
+#: the field a section's scalar shorthand sets (``negatives: bm25`` is ``negatives: {name: bm25}``)
+SHORTHAND_FIELD = {"model": "name", "data": "source", "task": "name", "negatives": "name", "loss": "name"}
 
 
 def section_fields(cls: type[Section]) -> dict[str, dataclasses.Field]:

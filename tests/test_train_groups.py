@@ -1,0 +1,75 @@
+"""Training from JSONL groups (``data.source: groups``): the groups ``python -m ance_ir.negatives`` mines from BM25
+train exactly like ``negatives: bm25`` inside training, and teacher scores in groups reach the loss."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from test_train_run import assert_same_training, toy_config
+
+from ance_ir.bm25 import build_lucene_index
+from ance_ir.data import GroupPassage, TrainingGroup, write_groups
+from ance_ir.train import train
+from ance_ir.train.loss import LOSSES, NLLLoss, register_loss
+
+
+@pytest.fixture(scope="module")
+def lucene(toy, tmp_path_factory):
+    index = tmp_path_factory.mktemp("lucene") / "index"
+    build_lucene_index(toy / "corpus.jsonl", index)
+    return index
+
+
+def bm25_settings(toy, lucene) -> dict:
+    return {"negatives": "bm25", "bm25_index": str(lucene), "negative_depth": 5, "refresh_every": 0,
+            "eval_topics": None, "eval_qrels": None, "max_steps": 6}
+
+
+def test_mined_groups_train_like_bm25_negatives(toy, lucene, tmp_path):
+    groups = tmp_path / "groups.jsonl"
+    mined = subprocess.run([sys.executable, "-m", "ance_ir.negatives", "--topics", str(toy / "topics.tsv"),
+                            "--qrels", str(toy / "qrels.txt"), "--corpus", str(toy / "corpus.jsonl"),
+                            "--source", "bm25", "--index", str(lucene), "--hits", "5", "--depth", "5",
+                            "--min-positive-grade", "1", "--output", str(groups)], capture_output=True, text=True)
+    assert mined.returncode == 0, mined.stderr
+    settings = bm25_settings(toy, lucene)
+    train(toy_config(toy, tmp_path / "bm25", **settings))
+    train(toy_config(toy, tmp_path / "groups", **{**settings, "negatives": "groups", "data_source": "groups",
+                                                  "groups": str(groups)}))
+    assert_same_training(tmp_path / "groups", tmp_path / "bm25")
+
+
+def test_teacher_scores_of_groups_reach_the_loss(toy, lucene, tmp_path):
+    scores = {("q1", "d1"): 9.0, ("q1", "d7"): 1.5, ("q2", "d3"): 8.0, ("q3", "d5"): 7.0, ("q3", "d6"): 6.5}
+    queries = {"q1": "cat on a mat", "q2": "how to bake bread", "q3": "stock market drop"}
+    positives = {"q1": ["d1"], "q2": ["d3"], "q3": ["d5", "d6"]}
+    negatives = {"q1": ["d7", "d8"], "q2": ["d7", "d8"], "q3": ["d7", "d8"]}
+    groups = tmp_path / "groups.jsonl"
+    write_groups(groups, [TrainingGroup(q, queries[q],
+                                        tuple(GroupPassage(d, score=scores.get((q, d))) for d in positives[q]),
+                                        tuple(GroupPassage(d, score=scores.get((q, d))) for d in negatives[q]))
+                          for q in queries])
+    seen: list[torch.Tensor] = []
+
+    @register_loss
+    class Recording(NLLLoss):
+        name = "test-recording"
+
+        def __call__(self, batch):
+            seen.append(batch.teacher.clone())
+            return super().__call__(batch)
+
+    try:
+        train(toy_config(toy, tmp_path / "run", negatives="groups", data_source="groups", groups=str(groups),
+                         loss="test-recording", n_negatives=2, refresh_every=0, eval_topics=None, eval_qrels=None,
+                         max_steps=3))
+    finally:
+        del LOSSES["test-recording"]
+    assert len(seen) == 3 and all(t.shape == (2, 3) for t in seen)
+    values = {v for t in seen for v in t.flatten().tolist() if not math.isnan(v)}
+    assert values and values <= set(scores.values())
+    assert any(math.isnan(v) for t in seen for v in t.flatten().tolist())  # unscored passages are NaN
