@@ -80,7 +80,7 @@ def test_cli_json_and_table(random_run_and_qrels, capsys):
 
 def test_cli_unknown_metric_and_missing_file(tmp_path, random_run_and_qrels):
     _, _, qrels_path, run_path = random_run_and_qrels
-    for args, message in ((["--metrics", "p@5"], "unknown metric 'p@5'"),
+    for args, message in ((["--metrics", "ndcg10"], "unknown metric 'ndcg10'; close matches: ndcg@10"),
                           (["--run", str(tmp_path / "nope.trec")], "nope.trec: no such file")):
         base = {"--qrels": str(qrels_path), "--run": str(run_path)}
         argv = [x for k, v in base.items() if k not in args for x in (k, v)] + args

@@ -1,21 +1,19 @@
-"""Evaluation with pytrec_eval."""
+"""Evaluation: pytrec_eval measures, paired significance tests between runs, QA answer coverage."""
 
+from ance_ir.eval.measures import Measure, parse_measure, parse_measures
 from ance_ir.eval.metrics import (
     DEFAULT_METRICS,
     METRICS,
+    aggregate,
     evaluate,
     evaluate_per_query,
+    judged_overlap,
     mean_over_queries,
+    measure_keys,
     measure_name,
 )
+from ance_ir.eval.report import format_table
 
-__all__ = ["DEFAULT_METRICS", "METRICS", "evaluate", "evaluate_per_query", "format_table", "mean_over_queries",
-           "measure_name"]
-
-
-def format_table(means: dict[str, float], label: str = "") -> str:
-    """A two-column text table of measure means."""
-    friendly = {v: k for k, v in METRICS.items()}
-    lines = [f"{'metric':<10} {label or 'value':>10}"]
-    lines += [f"{friendly.get(name, name):<10} {value:>10.4f}" for name, value in means.items()]
-    return "\n".join(lines)
+__all__ = ["DEFAULT_METRICS", "METRICS", "Measure", "aggregate", "evaluate", "evaluate_per_query", "format_table",
+           "judged_overlap", "mean_over_queries", "measure_keys", "measure_name", "parse_measure",
+           "parse_measures"]
