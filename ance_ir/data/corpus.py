@@ -1,4 +1,14 @@
-"""Corpora as Pyserini JsonCollection JSONL (``{"id", "contents"[, "title"]}``) or MS MARCO TSV (``id\\ttext``)."""
+"""Corpora as JSONL (Pyserini, BEIR or Tevatron fields, told apart by the first line) or MS MARCO TSV.
+
+* Pyserini JsonCollection: ``{"id", "contents"[, "title"]}``
+* BEIR ``corpus.jsonl``: ``{"_id", "text"[, "title", "metadata"]}``
+* Tevatron corpus: ``{"docid", "text"[, "title"]}``
+* MS MARCO TSV (``.tsv``, optionally ``.gz``): ``id<TAB>text``
+
+A title is kept apart from the text and joined in front of it by :attr:`Passage.text` with a space, as
+Pyserini's encoders join ``title`` and ``text`` (its BEIR "flat" Lucene indexes join them with a newline:
+the same tokens).
+"""
 
 from __future__ import annotations
 
@@ -23,22 +33,51 @@ class Passage(NamedTuple):
         return f"{self.title} {self.contents}" if self.title else self.contents
 
 
+class JsonFields(NamedTuple):
+    """The field names of one JSONL corpus layout."""
+
+    name: str
+    id: str
+    text: str
+
+
+PYSERINI = JsonFields("Pyserini", "id", "contents")
+BEIR = JsonFields("BEIR", "_id", "text")
+TEVATRON = JsonFields("Tevatron", "docid", "text")
+
+
 def is_tsv(path: str | Path) -> bool:
     return Path(path).name.removesuffix(".gz").endswith(".tsv")
 
 
-def _parse_jsonl(path: Path, lineno: int, line: str) -> Passage:
+def _json_object(path: Path, lineno: int, line: str) -> dict:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
     if not isinstance(obj, dict):
         raise InputError(path, "expected a JSON object", lineno)
-    docid, contents, title = obj.get("id"), obj.get("contents"), obj.get("title", "")
+    return obj
+
+
+def corpus_fields(obj: dict) -> JsonFields:
+    """The layout of a corpus whose first line is ``obj``: BEIR (``_id``), Tevatron (``docid``), else Pyserini."""
+    if "_id" in obj:
+        return BEIR
+    if "docid" in obj:
+        return TEVATRON
+    return PYSERINI
+
+
+def _parse_json(path: Path, lineno: int, obj: dict, fields: JsonFields, first: bool) -> Passage:
+    layout = "" if first or fields is PYSERINI else f" ({fields.name} corpus, as line 1 says)"
+    docid, contents, title = obj.get(fields.id), obj.get(fields.text), obj.get("title", "")
     if not isinstance(docid, (str, int)) or str(docid).strip() == "":
-        raise InputError(path, 'missing or empty "id"', lineno)
+        raise InputError(path, f'missing or empty "{fields.id}"{layout}', lineno)
     if not isinstance(contents, str):
-        raise InputError(path, 'missing or non-string "contents"', lineno)
+        raise InputError(path, f'missing or non-string "{fields.text}"{layout}', lineno)
+    if title is None:
+        title = ""
     if not isinstance(title, str):
         raise InputError(path, 'non-string "title"', lineno)
     return Passage(str(docid), contents, title)
@@ -47,10 +86,13 @@ def _parse_jsonl(path: Path, lineno: int, line: str) -> Passage:
 def iter_corpus(path: str | Path) -> Iterator[Passage]:
     """Stream passages from a JSONL (``.jsonl``/``.json``, optionally ``.gz``) or TSV corpus.
 
-    Every malformed line, and every repeated id, raises :class:`InputError` naming the line.
+    The JSONL layout (Pyserini, BEIR or Tevatron fields) is taken from the first line; every later line
+    must use the same fields. Every malformed line, and every repeated id, raises :class:`InputError`
+    naming the line.
     """
     path = Path(path)
     tsv = is_tsv(path)
+    fields: JsonFields | None = None
     seen: dict[str, int] = {}
     for lineno, line in iter_lines(path):
         if tsv:
@@ -59,7 +101,11 @@ def iter_corpus(path: str | Path) -> Iterator[Passage]:
                 raise InputError(path, "empty id", lineno)
             passage = Passage(docid, contents)
         else:
-            passage = _parse_jsonl(path, lineno, line)
+            obj = _json_object(path, lineno, line)
+            first = fields is None
+            if fields is None:
+                fields = corpus_fields(obj)
+            passage = _parse_json(path, lineno, obj, fields, first)
         if passage.docid in seen:
             raise InputError(path, f"duplicate id {passage.docid!r} (first on line {seen[passage.docid]})", lineno)
         seen[passage.docid] = lineno

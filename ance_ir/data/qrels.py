@@ -1,4 +1,8 @@
-"""Relevance judgments in TREC format: ``qid iter docid relevance``."""
+"""Relevance judgments: TREC ``qid iter docid relevance``, or BEIR TSV ``query-id<TAB>corpus-id<TAB>score``.
+
+BEIR's ``qrels/SPLIT.tsv`` starts with the header line ``query-id<TAB>corpus-id<TAB>score``;
+:func:`read_qrels` tells the two apart by the first line. Qrels are always written in TREC format.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,36 @@ from ance_ir.data.lines import iter_lines, split_columns
 
 Qrels = dict[str, dict[str, int]]
 
+BEIR_HEADER = ("query-id", "corpus-id", "score")
+
+
+def _is_beir_header(path: str | Path, lineno: int, line: str) -> bool:
+    """Whether the first line is BEIR's header; a header-like first line that is not exactly it is an error."""
+    words = line.split()
+    if tuple(words) == BEIR_HEADER:
+        return True
+    header = "<TAB>".join(BEIR_HEADER)
+    if words and words[0] == BEIR_HEADER[0]:
+        raise InputError(path, f"expected BEIR's header {header!r}, found {line.strip()!r}", lineno)
+    if len(words) == 3:
+        raise InputError(path, f"expected 4 columns, found 3 (TREC qrels: qid iter docid relevance; BEIR qrels "
+                               f"start with the header {header!r})", lineno)
+    return False
+
 
 def read_qrels(path: str | Path) -> Qrels:
-    """Read TREC qrels; a repeated (qid, docid) pair or a non-integer grade is an error."""
+    """Read TREC or BEIR qrels; a repeated (qid, docid) pair or a non-integer grade is an error."""
     qrels: Qrels = {}
+    beir: bool | None = None
     for lineno, line in iter_lines(path):
-        qid, _, docid, rel = split_columns(path, lineno, line, None, (4,))
+        if beir is None:
+            beir = _is_beir_header(path, lineno, line)
+            if beir:
+                continue
+        if beir:
+            qid, docid, rel = (c.strip() for c in split_columns(path, lineno, line, "\t", (3,)))
+        else:
+            qid, _, docid, rel = split_columns(path, lineno, line, None, (4,))
         try:
             grade = int(rel)
         except ValueError:
@@ -24,6 +52,8 @@ def read_qrels(path: str | Path) -> Qrels:
         if docid in judged:
             raise InputError(path, f"duplicate judgment for query {qid!r}, document {docid!r}", lineno)
         judged[docid] = grade
+    if beir and not qrels:
+        raise InputError(path, "BEIR qrels with a header and no judgments")
     return qrels
 
 

@@ -1,7 +1,15 @@
-"""Topics (queries) as TSV: ``qid\\tquery``."""
+"""Topics (queries): TSV ``qid\\tquery``, or JSONL with BEIR's or Tevatron's fields.
+
+* TSV (MS MARCO, Pyserini): ``qid<TAB>query``
+* BEIR ``queries.jsonl``: ``{"_id", "text"[, "metadata"]}``
+* Tevatron query JSONL: ``{"query_id", "query"}`` (other fields, such as training passages, are ignored)
+
+:func:`read_topics` tells them apart by the first line (a JSON object or not).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ance_ir.data.atomic import atomic_write
@@ -10,19 +18,65 @@ from ance_ir.data.lines import iter_lines, split_columns
 
 Topics = dict[str, str]
 
+# layout name -> (id field, text field)
+QUERY_FIELDS = {"BEIR": ("_id", "text"), "Tevatron": ("query_id", "query")}
+
+
+def _add(topics: Topics, path: str | Path, lineno: int, qid: str, query: str) -> None:
+    if not qid:
+        raise InputError(path, "empty query id", lineno)
+    if qid in topics:
+        raise InputError(path, f"duplicate query id {qid!r}", lineno)
+    topics[qid] = query.strip()
+
 
 def read_topics_tsv(path: str | Path) -> Topics:
     """Read ``qid\\tquery`` lines into an ordered dict; duplicate ids are errors."""
     topics: Topics = {}
     for lineno, line in iter_lines(path):
         qid, query = split_columns(path, lineno, line, "\t", (2,))
-        qid = qid.strip()
-        if not qid:
-            raise InputError(path, "empty query id", lineno)
-        if qid in topics:
-            raise InputError(path, f"duplicate query id {qid!r}", lineno)
-        topics[qid] = query.strip()
+        _add(topics, path, lineno, qid.strip(), query)
     return topics
+
+
+def read_topics_jsonl(path: str | Path) -> Topics:
+    """Read BEIR (``_id``, ``text``) or Tevatron (``query_id``, ``query``) query lines; the first line decides."""
+    topics: Topics = {}
+    layout: str | None = None
+    for lineno, line in iter_lines(path):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, "expected a JSON object", lineno)
+        if layout is None:
+            layout = next((name for name, (key, _) in QUERY_FIELDS.items() if key in obj), None)
+            if layout is None:
+                raise InputError(path, 'expected BEIR query fields ("_id", "text") or Tevatron ones '
+                                       '("query_id", "query")', lineno)
+        id_key, text_key = QUERY_FIELDS[layout]
+        qid, query = obj.get(id_key), obj.get(text_key)
+        if not isinstance(qid, (str, int)) or str(qid).strip() == "":
+            raise InputError(path, f'missing or empty "{id_key}" ({layout} queries, as line 1 says)', lineno)
+        if not isinstance(query, str):
+            raise InputError(path, f'missing or non-string "{text_key}" ({layout} queries, as line 1 says)',
+                             lineno)
+        _add(topics, path, lineno, str(qid).strip(), query)
+    return topics
+
+
+def _first_line(path: str | Path) -> str:
+    for _, line in iter_lines(path):
+        return line
+    return ""
+
+
+def read_topics(path: str | Path) -> Topics:
+    """Read topics in any supported layout: JSONL when the first line is a JSON object, else TSV."""
+    if _first_line(path).lstrip().startswith("{"):
+        return read_topics_jsonl(path)
+    return read_topics_tsv(path)
 
 
 def write_topics_tsv(topics: Topics, path: str | Path) -> None:

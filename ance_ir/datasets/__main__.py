@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in anserini.FILES:
         aliases = [a for a, target in anserini.ALIASES.items() if target == name]
         print(f"  {name}" + (f" (alias: {', '.join(aliases)})" if aliases else ""))
+    print("also: DIR or DIR:SPLIT, a dataset folder in BEIR layout (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv;\n"
+          "  DIR alone is the test split), and irds:NAME through the ir_datasets package (pip install ir_datasets)")
     return 0
 
 

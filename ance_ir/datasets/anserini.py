@@ -17,6 +17,7 @@ from ance_ir.datasets.home import ance_ir_home, pip_download
 
 WHEEL = "pyserini-0.21.0-py3-none-any.whl"
 WHEEL_SHA256 = "695c7e3f28d1a5b8689bf2cbe8f9ffab63c28a179fe9f8ceeeaa8494100eb93f"
+WHEEL_SIZE = 154_000_000  # bytes, about: announced before the download and used for its progress
 FATJAR = "pyserini/resources/jars/anserini-0.21.0-fatjar.jar"
 
 ALIASES = {"dl19": "dl19-passage", "dl20": "dl20-passage", "msmarco-dev": "msmarco-passage-dev-subset"}
@@ -47,7 +48,9 @@ def _from_fatjar(filename: str) -> Path:
     target = ance_ir_home() / "topics-and-qrels" / filename
     if target.is_file():
         return target
-    wheel = pip_download("pyserini==0.21.0", WHEEL, WHEEL_SHA256)
+    why = (f"{filename} is read from the Anserini jar inside it; the wheel is kept for the other "
+           "topics and qrels names")
+    wheel = pip_download("pyserini==0.21.0", WHEEL, WHEEL_SHA256, size=WHEEL_SIZE, why=why)
     with zipfile.ZipFile(wheel) as whl, zipfile.ZipFile(whl.open(FATJAR)) as jar:
         data = jar.read(f"topics-and-qrels/{filename}")
     with atomic_write(target, "wb") as f:
@@ -64,7 +67,7 @@ def _via_pyserini(kind: str, name: str):
         return {str(qid): {str(d): int(g) for d, g in judged.items()} for qid, judged in get_qrels(name).items()}
     except Exception as e:  # noqa: BLE001 - Pyserini raises JavaException/ValueError/OSError when offline
         print(f"pyserini could not load {kind} {name!r} ({str(e).splitlines()[0][:120]}); "
-              f"using the pyserini 0.21.0 wheel", file=sys.stderr)
+              f"using the files in the pyserini 0.21.0 wheel instead", file=sys.stderr)
         return None
 
 

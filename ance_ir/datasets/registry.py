@@ -1,11 +1,16 @@
-"""Resolve ``--corpus``, ``--topics`` and ``--qrels`` arguments: a registered name or a file path.
+"""Resolve ``--corpus``, ``--topics`` and ``--qrels`` arguments: a name, a dataset folder or a file path.
 
-Registered names:
+In this order:
 
 * ``rag24-mini`` (corpus); ``rag24-mini-train`` / ``rag24-mini-test`` (topics and UMBRELA qrels);
   ``rag24-mini-test-nist`` (test topics, NIST qrels). Fetched on first use.
 * ``dl19-passage`` (``dl19``), ``dl20-passage`` (``dl20``), ``msmarco-passage-dev-subset``
   (``msmarco-dev``) and ``beir-v1.0.0-NAME-test``: topics and qrels only.
+* ``irds:NAME``: an ir_datasets name (optional package; see :mod:`ance_ir.datasets.irds`).
+* ``DIR`` or ``DIR:SPLIT``: a dataset folder in BEIR layout, one name for corpus, topics and qrels
+  (see :mod:`ance_ir.datasets.folder`).
+* a file: corpus JSONL (Pyserini, BEIR or Tevatron fields) or TSV; topics TSV or JSONL (BEIR, Tevatron);
+  qrels in TREC or BEIR format (see :mod:`ance_ir.data`).
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ance_ir.data import InputError, Qrels, Topics, read_qrels, read_topics_tsv
-from ance_ir.datasets import anserini, rag24
+from ance_ir.data import InputError, Qrels, Topics, read_qrels, read_topics, read_topics_tsv
+from ance_ir.datasets import anserini, irds, rag24
+from ance_ir.datasets.folder import dataset_folder
 from ance_ir.datasets.home import ance_ir_home
 
 # topics/qrels name -> (topics file, qrels file) inside the rag24-mini folder
@@ -46,9 +52,14 @@ def _rag24_file(key: str) -> Path:
 
 
 def resolve_corpus(spec: str) -> Path:
-    """The corpus file for a dataset name or a path."""
+    """The corpus file for a dataset name, ``irds:NAME``, a BEIR-layout folder (``DIR/corpus.jsonl``) or a path."""
     if spec in DATASETS:
         return _rag24_file("corpus")
+    if irds.is_irds(spec):
+        return irds.corpus_file(spec)
+    folder = dataset_folder(spec)
+    if folder is not None:
+        return folder.corpus
     path = Path(spec)
     if not path.is_file():
         raise InputError(spec, "no such corpus file or dataset name (known: " + ", ".join(DATASETS) + ")")
@@ -56,20 +67,28 @@ def resolve_corpus(spec: str) -> Path:
 
 
 def _is_name(spec: str) -> bool:
-    return spec in RAG24_SPLITS or anserini.canonical(spec) is not None
+    return (spec in RAG24_SPLITS or anserini.canonical(spec) is not None or irds.is_irds(spec)
+            or dataset_folder(spec) is not None)
 
 
 def resolve_topics(spec: str) -> Topics:
-    """Topics for a registered name or a ``qid\\tquery`` TSV file."""
+    """Topics for a registered name, ``irds:NAME``, a BEIR-layout folder (its split's judged queries) or a file
+    (``qid\\tquery`` TSV, or BEIR/Tevatron JSONL)."""
     if spec in RAG24_SPLITS:
         return read_topics_tsv(_rag24_file(RAG24_SPLITS[spec][0]))
     if anserini.canonical(spec):
         return anserini.load_topics(spec)
-    return read_topics_tsv(spec)
+    if irds.is_irds(spec):
+        return irds.load_topics(spec)
+    folder = dataset_folder(spec)
+    if folder is not None:
+        return folder.topics()
+    return read_topics(spec)
 
 
 def resolve_qrels(spec: str) -> Qrels:
-    """Qrels for a registered name (restricted to that split's topics) or a TREC qrels file."""
+    """Qrels for a registered name (restricted to that split's topics), ``irds:NAME``, a BEIR-layout folder
+    (``DIR/qrels/SPLIT.tsv``) or a TREC/BEIR qrels file."""
     if spec in RAG24_SPLITS:
         split, judgments = RAG24_SPLITS[spec]
         topics = read_topics_tsv(_rag24_file(split))
@@ -77,11 +96,18 @@ def resolve_qrels(spec: str) -> Qrels:
         return {qid: judged for qid, judged in qrels.items() if qid in topics}
     if anserini.canonical(spec):
         return anserini.load_qrels(spec)
+    if irds.is_irds(spec):
+        return irds.load_qrels(spec)
+    folder = dataset_folder(spec)
+    if folder is not None:
+        return folder.qrels()
     return read_qrels(spec)
 
 
 def qrels_for_topics(spec: str) -> Qrels | None:
-    """Qrels that go with a topics name, or None for a topics file (no known judgments)."""
+    """Qrels that go with a topics name or folder, or None for a topics file (no known judgments)."""
+    if irds.is_irds(spec) and not irds.has_qrels(spec):
+        return None
     return resolve_qrels(spec) if _is_name(spec) else None
 
 
