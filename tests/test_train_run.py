@@ -18,7 +18,7 @@ import yaml
 from conftest import TOY_QRELS, TOY_TOPICS
 from safetensors.torch import load_file
 
-from ance_ir.data import InputError
+from ance_ir.data import InputError, read_groups
 from ance_ir.modeling import DenseEncoder
 from ance_ir.plot import plot_runs
 from ance_ir.train import RefreshJob, TrainConfig, build_config, list_checkpoints, read_log, refresh_checkpoint, train
@@ -104,6 +104,9 @@ def test_sync_ance_end_to_end(straight_run, toy):
         assert set(negatives) == set(TOY_TOPICS)
         for qid, docids in negatives.items():
             assert len(docids) == 4 and not set(docids) & set(TOY_QRELS[qid])  # depth 4, positives removed
+    groups = read_groups(store.path(8))  # published as training groups, best first, with scores
+    assert [g.query_id for g in groups] == list(TOY_TOPICS)
+    assert all(g.negatives[0].score >= g.negatives[-1].score and g.positives for g in groups)
 
     records = RefreshRecords(run.refresh).read_all()
     assert [r["step"] for r in records] == [0, 3, 6, 8] and {r["mode"] for r in records} == {"sync"}

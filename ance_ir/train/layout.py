@@ -37,7 +37,7 @@ class RunDir:
 
     @property
     def negatives(self) -> Path:
-        """Published ANN negatives, ``v-NNNNNNNN.json.gz`` (version = checkpoint step)."""
+        """Published ANN negatives, ``v-NNNNNNNN.jsonl.gz`` training groups (version = checkpoint step)."""
         return self.root / "negatives"
 
     @property

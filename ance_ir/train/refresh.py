@@ -1,7 +1,9 @@
 """One ANN refresh, ANCE's inferencer step: checkpoint -> corpus vectors -> faiss index -> negatives + metrics.
 
-The negatives of every training query are the top ``negative_depth`` passages of the new index with the
-query's judged-relevant passages removed; they are published as version = checkpoint step. The eval
+The negatives of every training query are the top ``negatives.depth`` passages of the new index with the
+query's judged-relevant passages removed (:func:`ance_ir.negatives.mining.mine`); they are published as
+version = checkpoint step, as Tevatron-style JSONL groups with their scores, the format
+``python -m ance_ir.negatives`` writes and ``data.source: groups`` trains from. The eval
 topics are searched in the same index and scored with :func:`ance_ir.eval.evaluate`. The record
 (``refresh/step-N.json``) holds the metrics, the timings of each phase and wall-clock start and end.
 """
@@ -16,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ance_ir.data import Qrels, Topics
+from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, build_index
 from ance_ir.modeling.kinds import load_model
+from ance_ir.negatives.mining import mine
 from ance_ir.train.checkpoint import step_of
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
@@ -45,6 +48,7 @@ class RefreshJob:
     docids: list[str]
     passages: list[str]
     queries: dict[str, str]
+    positives: dict[str, list[str]]
     exclude: dict[str, frozenset[str]]
     eval_topics: Topics | None
     eval_qrels: Qrels | None
@@ -68,9 +72,18 @@ class RefreshJob:
                 raise ValueError(f"eval_topics {cfg.eval_topics} is a file; set eval_qrels too")
             if not set(eval_topics) & set(eval_qrels):
                 raise ValueError(f"eval_qrels judge none of the eval_topics {cfg.eval_topics}")
-        return cls(data.docids, [data.texts[d] for d in data.docids], data.queries, data.exclude, eval_topics,
-                   eval_qrels, NEGATIVE_STRATEGIES[config.negatives.name].refreshed, config.negatives.depth,
+        positives: dict[str, list[str]] = {}
+        for qid, docid in data.pairs:
+            positives.setdefault(qid, []).append(docid)
+        return cls(data.docids, [data.texts[d] for d in data.docids], data.queries, positives, data.exclude,
+                   eval_topics, eval_qrels, NEGATIVE_STRATEGIES[config.negatives.name].refreshed,
+                   config.negatives.depth,
                    cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits)
+
+
+def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:
+    return {qid: [(d, float(s)) for d, s in zip(ranked, scores, strict=False)]
+            for qid, (scores, ranked) in zip(qids, results, strict=True)}
 
 
 def _search(index: DenseIndex, vectors: np.ndarray, k: int) -> list[tuple[np.ndarray, list[str]]]:
@@ -107,21 +120,23 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
         query_vectors = encoder.encode_queries([job.queries[q] for q in qids], batch_size=job.batch_size,
                                                precision=job.precision)
         extra = max(len(job.exclude.get(q, ())) for q in qids)
-        negatives = {}
-        for qid, (_, ranked) in zip(qids, _search(index, query_vectors, job.depth + extra), strict=True):
-            judged = job.exclude.get(qid, frozenset())
-            negatives[qid] = [d for d in ranked if d not in judged][:job.depth]
+        ranking = _ranking(qids, _search(index, query_vectors, job.depth + extra))
+        mined = mine(ranking, job.positives, job.exclude, job.depth)
         lap("mine_s")
-        NegativesStore(run.negatives).publish(step, negatives, job.depth)
+        groups = []
+        for qid in qids:
+            scored = dict(ranking[qid])
+            groups.append(TrainingGroup(qid, job.queries[qid],
+                                        tuple(GroupPassage(d, score=scored.get(d)) for d in job.positives[qid]),
+                                        tuple(GroupPassage(d, score=s) for d, s in mined[qid])))
+        NegativesStore(run.negatives).publish(step, groups)
         lap("publish_s")
-        record.update(negatives_version=step, queries_mined=len(negatives))
+        record.update(negatives_version=step, queries_mined=len(groups))
     if job.eval_topics is not None:
         qids = list(job.eval_topics)
         query_vectors = encoder.encode_queries([job.eval_topics[q] for q in qids], batch_size=job.batch_size,
                                                precision=job.precision)
-        ranking = {qid: [(d, float(s)) for d, s in zip(ranked, scores, strict=False)]
-                   for qid, (scores, ranked) in zip(qids, _search(index, query_vectors, job.eval_hits), strict=True)}
-        record["metrics"] = evaluate(job.eval_qrels, ranking)
+        record["metrics"] = evaluate(job.eval_qrels, _ranking(qids, _search(index, query_vectors, job.eval_hits)))
         lap("eval_s")
     record.update(timings=timings, total_s=round(sum(timings.values()), 3), started=round(started, 3),
                   finished=round(time.time(), 3))

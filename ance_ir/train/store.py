@@ -7,7 +7,6 @@ half-written is ever read, even while another process publishes.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -15,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ance_ir.data import InputError, atomic_write
+from ance_ir.data import InputError, TrainingGroup, atomic_write, read_groups, write_groups
 from ance_ir.train.layout import RunDir
 
-_VERSION = re.compile(r"^v-(\d{8})\.json\.gz$")
+_VERSION = re.compile(r"^v-(\d{8})\.jsonl\.gz$")
 _RECORD = re.compile(r"^step-(\d{8})\.json$")
 
 
@@ -29,19 +28,19 @@ def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[int]:
 
 
 class NegativesStore:
-    """Negatives ``{qid: [docid, ...best first]}`` published under a version: the checkpoint step they came from."""
+    """Training groups (query, positives, scored negatives best first) published under a version: the checkpoint
+    step they came from. Each version is a Tevatron-style JSONL file (:mod:`ance_ir.data.groups`)."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
 
     def path(self, version: int) -> Path:
-        return self.folder / f"v-{version:08d}.json.gz"
+        return self.folder / f"v-{version:08d}.jsonl.gz"
 
-    def publish(self, version: int, negatives: dict[str, list[str]], depth: int) -> Path:
+    def publish(self, version: int, groups: list[TrainingGroup]) -> Path:
         """Write a version atomically (replacing an identical re-publication)."""
         path = self.path(version)
-        with atomic_write(path) as f:
-            json.dump({"version": version, "depth": depth, "negatives": negatives}, f)
+        write_groups(path, groups)
         return path
 
     def versions(self) -> list[int]:
@@ -52,13 +51,13 @@ class NegativesStore:
         return versions[-1] if versions else None
 
     def load(self, version: int) -> dict[str, list[str]]:
+        """The negatives of a version, ``{qid: [docid, ...best first]}``."""
         path = self.path(version)
         if not path.is_file():
             raise InputError(path, f"negatives version {version} was never published (or was deleted)")
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return json.load(f)["negatives"]
-        except (OSError, EOFError, json.JSONDecodeError, KeyError) as e:
+            return {g.query_id: [p.docid for p in g.negatives] for g in read_groups(path)}
+        except (OSError, EOFError) as e:
             raise InputError(path, f"unreadable negatives ({e})") from None
 
 
