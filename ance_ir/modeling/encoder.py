@@ -19,6 +19,7 @@ from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.inference import running
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
+from ance_ir.modeling.sentence_transformers_files import write_sentence_transformers_files
 
 HEAD_NAME = "ance_ir_head.safetensors"
 SIDES = ("query", "passage")
@@ -126,6 +127,8 @@ class DenseEncoder(torch.nn.Module):
         """Write weights, tokenizer and ``ance_ir_encoder.json``, replacing ``directory`` as a whole.
 
         Unshared towers go to ``query/`` and ``passage/`` subfolders; the tokenizer and config stay on top.
+        sentence-transformers files (``modules.json`` and the rest, see
+        :mod:`ance_ir.modeling.sentence_transformers_files`) let ``SentenceTransformer(directory)`` load it too.
         """
         with atomic_directory(directory) as tmp:
             write_kind(tmp, self.kind)
@@ -137,6 +140,7 @@ class DenseEncoder(torch.nn.Module):
                 for side in SIDES:
                     (tmp / side).mkdir()
                     self.towers[side].save(tmp / side)
+            write_sentence_transformers_files(tmp, self.config, self.towers, self.tokenizer)
 
     @property
     def query_tower(self) -> Tower:

@@ -1,4 +1,5 @@
-"""Pyserini encoder interfaces over :class:`~ance_ir.modeling.DenseEncoder`.
+"""Pyserini encoder interfaces over :class:`~ance_ir.modeling.DenseEncoder`, and the settings under which
+Pyserini's own ``AutoQueryEncoder`` reproduces an ance-ir checkpoint (:func:`auto_query_encoder_kwargs`).
 
 ``FaissSearcher.search`` calls ``query_encoder.encode(text)`` and expects a 1-D vector; ``batch_search``
 calls ``query_encoder.encode_batch(texts)`` when the encoder has it (else ``encode`` per query). Pyserini's
@@ -14,8 +15,10 @@ from typing import Any
 import numpy as np
 from pyserini.encode import DocumentEncoder, QueryEncoder
 
+from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.encoder import DenseEncoder
 from ance_ir.modeling.kinds import load_model
+from ance_ir.modeling.resolve import resolve_model_path
 
 
 def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None,
@@ -69,3 +72,38 @@ class AnceIrDocumentEncoder(DocumentEncoder):
         if titles is not None:
             texts = [f"{title} {text}" for title, text in zip(titles, texts, strict=True)]
         return self.encoder.encode_passages(texts, batch_size=self.batch_size)
+
+
+def _joins_with_one_space(prefix: str) -> bool:
+    return not prefix or (prefix.endswith(" ") and not prefix[:-1].endswith(" ") and bool(prefix.strip()))
+
+
+def auto_query_encoder_kwargs(path: str | Path) -> dict[str, Any]:
+    """``pooling``, ``l2_norm`` and ``prefix`` for Pyserini's ``AutoQueryEncoder`` on a saved ance-ir encoder.
+
+    ``AutoQueryEncoder(path, **auto_query_encoder_kwargs(path))`` (on the command line ``--encoder-class auto
+    --pooling P [--l2-norm] [--query-prefix X]``) then gives the query vectors of ``encode_queries``: it runs
+    the folder's backbone with ``AutoModel``, takes the first token or the mean over all tokens (the masked
+    mean, as ``FaissSearcher`` encodes one unpadded query at a time), L2-normalises if asked, and prepends
+    ``prefix + " "``. It never truncates at ``query_max_length``, so queries longer than that (64 tokens by
+    default) differ.
+
+    Raises ValueError for what it cannot reproduce: the ANCE head (it would return the pooled vector without
+    Linear + LayerNorm, silently wrong), separate query/passage towers (no backbone at the top of the
+    folder), and a query prefix that is not text followed by one space; use :class:`AnceIrQueryEncoder` for those.
+    """
+    folder = resolve_model_path(path)
+    if not EncoderConfig.exists(folder):
+        raise ValueError(f"{path}: not a saved ance-ir encoder folder (no ance_ir_encoder.json)")
+    config = EncoderConfig.load(folder)
+    refused = [reason for reason, applies in (
+        ("it has the ANCE head (Linear + LayerNorm after pooling), which AutoQueryEncoder does not apply",
+         config.head),
+        ("it has separate query and passage towers", not config.shared),
+        (f"its query prefix {config.query_prefix!r} is not text followed by one space (AutoQueryEncoder "
+         "joins prefix and query with one)", not _joins_with_one_space(config.query_prefix)),
+    ) if applies]
+    if refused:
+        raise ValueError(f"{path}: Pyserini's AutoQueryEncoder cannot reproduce this encoder's query vectors: "
+                         f"{'; '.join(refused)}. Use ance_ir.modeling.pyserini_adapters.AnceIrQueryEncoder.")
+    return {"pooling": config.pooling, "l2_norm": config.normalize, "prefix": config.query_prefix[:-1] or None}
