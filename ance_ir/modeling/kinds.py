@@ -5,9 +5,11 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
 ``ance_ir_model.json``), how it encodes and scores, and which index its vectors go to (``index``):
 
 * ``dense``: one vector per text, dot product, a faiss index (:class:`~ance_ir.modeling.DenseEncoder`).
+* ``cross-encoder``: scores a (query, passage) pair; ``index`` None: it reranks a run
+  (:class:`~ance_ir.modeling.cross_encoder.CrossEncoder`, :mod:`ance_ir.rerank`).
 
 Kinds to come fill the same slots: ``multivector`` (token vectors, MaxSim, a token index), ``sparse`` (term
-weights, a Lucene impact index), ``cross-encoder`` (scores a (query, passage) pair; ``index`` None: it reranks).
+weights, a Lucene impact index).
 A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
 :func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
 """
@@ -60,7 +62,8 @@ def saved_kind(directory: str | Path) -> str | None:
 
 def kind_class(kind: str) -> type:
     """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
-    import ance_ir.modeling.encoder  # noqa: F401 - registers the built-in kinds
+    import ance_ir.modeling.cross_encoder  # noqa: F401 - registers the built-in kinds
+    import ance_ir.modeling.encoder  # noqa: F401
 
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))} (a plugin kind "

@@ -1,0 +1,207 @@
+"""Cross-encoder (BERT_CAT), model kind ``cross-encoder``: ``[CLS] query [SEP] passage [SEP]`` through any
+``transformers.AutoModel`` backbone, scored by ``Linear(hidden, 1)`` on the CLS state.
+
+Every query-passage pair is one forward pass, so it reranks a first-stage run (:mod:`ance_ir.rerank`) rather than
+indexing a corpus (``index`` is None). A Hugging Face sequence-classification checkpoint with one label (the
+public ``cross-encoder/ms-marco-*`` models) loads too and scores with its own head.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.utils import logging as transformers_logging
+
+from ance_ir.data.atomic import atomic_directory
+from ance_ir.modeling.encoder import _load_backbone
+from ance_ir.modeling.inference import running
+from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.resolve import resolve_model_path, unavailable
+
+CONFIG_NAME = "ance_ir_cross_encoder.json"
+HEAD_NAME = "ance_ir_cross_encoder_head.safetensors"
+DEFAULT_MAX_LENGTH = 320
+
+Encoded = Mapping[str, Sequence[Sequence[int]]]
+
+
+def _is_classifier(config: PretrainedConfig) -> bool:
+    """Whether a checkpoint is a whole sequence-classification model (rather than a bare backbone)."""
+    return any(a.endswith("ForSequenceClassification") for a in config.architectures or ())
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' load reports and progress bars off (real errors still raise)."""
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
+
+
+@register_model_kind
+class CrossEncoder(torch.nn.Module):
+    """Scores (query, passage) pairs jointly: a transformer over both texts and a one-number head.
+
+    ``head`` is the ``Linear(hidden, 1)`` on the CLS state, or None when ``backbone`` is a whole
+    sequence-classification model whose single logit is the score. ``fresh_head`` says the head was newly
+    initialised at load time (a plain backbone: it must be trained before its scores mean anything).
+    """
+
+    kind = "cross-encoder"
+    index = None
+    #: settings a training config may override (``model.max_length``)
+    options = {"max_length": DEFAULT_MAX_LENGTH}
+    #: precision of :meth:`score_pairs` when the call names none (see :mod:`ance_ir.modeling.inference`)
+    inference_precision: str = "fp32"
+
+    def __init__(self, backbone: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                 head: torch.nn.Linear | None, max_length: int, fresh_head: bool = False):
+        super().__init__()
+        positions = getattr(backbone.config, "max_position_embeddings", None)
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
+            raise ValueError(f"max_length must be an integer of at least 3 tokens, got {max_length!r}")
+        if positions and max_length > positions:
+            raise ValueError(f"max_length {max_length} exceeds the model's {positions} positions")
+        self.backbone, self.head, self.tokenizer = backbone, head, tokenizer
+        self.max_length, self.fresh_head = max_length, fresh_head
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, max_length: int | None = None,
+                        **unknown: Any) -> CrossEncoder:
+        """Load a saved cross-encoder, a sequence-classification checkpoint with one label, or a bare backbone
+        (model dir, alias or hub id; a new head is initialised for a backbone).
+
+        ``max_length`` (pair tokens, special tokens included) wins over the saved one; default 320, at most
+        the model's positions.
+        """
+        if unknown:
+            raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a cross-encoder (it takes max_length)")
+        path = resolve_model_path(name_or_path)
+        try:
+            config = AutoConfig.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            if _is_classifier(config):
+                if config.num_labels != 1:
+                    raise ValueError(f"{name_or_path}: a sequence-classification model with {config.num_labels} "
+                                     "labels; a cross-encoder scores with one")
+                with _quiet():
+                    backbone = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+                head, fresh = None, False
+            else:
+                backbone = _load_backbone(path)
+                head = torch.nn.Linear(backbone.config.hidden_size, 1)
+                head_file = Path(path) / HEAD_NAME
+                fresh = not head_file.is_file()
+                if fresh:
+                    torch.nn.init.normal_(head.weight, std=getattr(backbone.config, "initializer_range", 0.02))
+                    torch.nn.init.zeros_(head.bias)
+                else:
+                    head.load_state_dict(load_file(head_file))
+        except OSError as error:
+            raise unavailable(name_or_path, error) from error
+        settings = Path(path) / CONFIG_NAME
+        saved = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
+        if max_length is None:
+            positions = getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+            max_length = saved.get("max_length", min(DEFAULT_MAX_LENGTH, positions))
+        return cls(backbone, tokenizer, head, max_length, fresh).eval()
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write weights, tokenizer, head and ``ance_ir_cross_encoder.json``, replacing ``directory`` as a whole."""
+        with atomic_directory(directory) as tmp:
+            write_kind(tmp, self.kind)
+            (tmp / CONFIG_NAME).write_text(json.dumps({"max_length": self.max_length}, indent=2) + "\n",
+                                           encoding="utf-8")
+            backend = getattr(self.tokenizer, "backend_tokenizer", None)
+            if backend is not None:  # the last call's truncation stays set in a fast tokenizer: not saved with it
+                backend.no_truncation()
+                backend.no_padding()
+            self.tokenizer.save_pretrained(tmp)
+            with _quiet():
+                self.backbone.save_pretrained(tmp)
+            if self.head is not None:
+                save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def tokenize_pairs(self, queries: Sequence[str], passages: Sequence[str]) -> Encoded:
+        """Token ids of each ``[CLS] query [SEP] passage [SEP]``, unpadded, cut to ``max_length`` (longest text
+        first, as sentence-transformers' CrossEncoder cuts)."""
+        if len(queries) != len(passages):
+            raise ValueError(f"{len(queries)} queries but {len(passages)} passages: pairs need one of each")
+        encoded = self.tokenizer(list(queries), list(passages), truncation="longest_first",
+                                 max_length=self.max_length)
+        return {k: v for k, v in encoded.items() if k in self.tokenizer.model_input_names}
+
+    def collate(self, encoded: Encoded, rows: Sequence[int]) -> dict[str, torch.Tensor]:
+        """Tensors of the pairs ``rows`` of ``encoded``, padded to the longest of them."""
+        width = max(len(encoded["input_ids"][i]) for i in rows)
+        left = self.tokenizer.padding_side == "left"
+        out = {}
+        for key, values in encoded.items():
+            fill = self.tokenizer.pad_token_id if key == "input_ids" else 0
+            padded = []
+            for i in rows:
+                pad = [fill] * (width - len(values[i]))
+                padded.append(pad + list(values[i]) if left else list(values[i]) + pad)
+            out[key] = torch.tensor(padded, dtype=torch.long)
+        return out
+
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Scores ``[B]`` (float32) of a collated batch, with autograd; the linear head runs in float32."""
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        if self.head is None:
+            return self.backbone(**batch).logits[:, 0].float()
+        cls = self.backbone(**batch).last_hidden_state[:, 0]
+        with torch.autocast(self.device.type, enabled=False):
+            return self.head(cls.float()).squeeze(-1)
+
+    @torch.inference_mode()
+    def score_pairs(self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 32,
+                    precision: str | None = None, show_progress: bool = False) -> np.ndarray:
+        """Scores of the pairs ``(queries[i], passages[i])`` as float32 ``[N]``, in input order.
+
+        Pairs run longest first in batches padded to their own longest. ``precision``: auto, fp32, bf16, fp16
+        or int8 (default ``inference_precision``, fp32; auto = bf16 where the hardware has it natively).
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        encoded = self.tokenize_pairs(queries, passages)
+        lengths = [len(ids) for ids in encoded["input_ids"]]
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        out = np.empty(len(lengths), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        try:
+            with running(self, precision or self.inference_precision) as model:
+                starts = range(0, len(order), batch_size)
+                for start in tqdm(starts, desc="score pairs", unit="batch", disable=not show_progress):
+                    rows = order[start:start + batch_size]
+                    out[rows] = model(model.collate(encoded, rows)).float().cpu().numpy()
+        finally:
+            self.train(was_training)
+        return out
