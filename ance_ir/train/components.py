@@ -35,7 +35,8 @@ def _check(section: Any, declared: dict[str, Any]) -> None:
 
 def check_components(config: TrainConfig) -> None:
     """Import the config's plugins, then check every component it names; ConfigError on the first problem."""
-    import ance_ir.train.contrastive  # noqa: F401 - registers the built-in task
+    import ance_ir.train.contrastive  # noqa: F401 - registers the built-in tasks
+    import ance_ir.train.cross_encoder  # noqa: F401
     from ance_ir.modeling.kinds import kind_class
     from ance_ir.train.dataset import DATA_SOURCES
     from ance_ir.train.loss import LOSSES
@@ -46,17 +47,22 @@ def check_components(config: TrainConfig) -> None:
         load_plugins(config.imports)
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError("imports", str(e)) from None
+    task = TASKS.lookup(config.task.name, "task.name")
+    if config.model.kind is None and task.model_kind is not None:
+        config.model.kind = task.model_kind
     try:
         kind = kind_class(config.model.kind or "dense")
     except ValueError as e:
         raise ConfigError("model.kind", str(e)) from None
+    if task.model_kind is not None and not issubclass(kind, kind_class(task.model_kind)):
+        raise ConfigError("model.kind", f"task {task.name!r} trains {task.model_kind!r} models, got "
+                                        f"{config.model.kind!r}")
     declared = getattr(kind, "options", {})
     given = check_options(declared, config.model.options, "model",
                           [config.model.qualified(n) for n in section_fields(type(config.model))])
     config.model.options = {k: given[k] for k in config.model.options}  # unset ones stay the saved model's
     data = DATA_SOURCES.lookup(config.data.source, "data.source")
     _check(config.data, data.options)
-    task = TASKS.lookup(config.task.name, "task.name")
     _check(config.task, task.options)
     loss = LOSSES.lookup(config.loss.name, "loss.name")
     _check(config.loss, loss.options)

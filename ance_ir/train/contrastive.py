@@ -1,6 +1,7 @@
 """The contrastive task (``task: contrastive``): a dense dual encoder trained on (query, positive, sampled
 negatives) groups, optionally with in-batch negatives. The ANCE paper's rows are configurations of it:
-``negatives: random | inbatch | bm25 | dpr | ance`` (see :mod:`ance_ir.train.negatives`).
+``negatives: random | inbatch | bm25 | dpr | ance`` (see :mod:`ance_ir.train.negatives`). :class:`GroupTask` is
+what it shares with every task trained on such groups (the cross-encoder's, :mod:`ance_ir.train.cross_encoder`).
 
 Under torchrun every process draws the same global batch (same pair order, same sampler RNG) and trains
 on its own contiguous slice. With in-batch negatives the query and passage vectors of all processes are
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,7 @@ from ance_ir.train.loss import LOSSES, dense_group_scores
 from ance_ir.train.modeling import DualEncoderModule
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES, NegativeSampler, build_sampler
 from ance_ir.train.refresher import Refresher
+from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, TrainingTask, register_task
 
 
@@ -53,37 +56,32 @@ class GroupDraws:
 
 @dataclass
 class GroupBatch:
-    """One micro-batch: the global batch's groups, this process's slice, and the slice tokenized."""
+    """One micro-batch: the global batch's groups, this process's slice, and the slice as model inputs."""
 
     groups: list[Group]
     mine: list[Group]
-    inputs: Batch
+    inputs: Any
 
 
-@register_task
-class ContrastiveTask(TrainingTask):
-    """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product."""
+class GroupTask(TrainingTask):
+    """A task trained on groups (query, positive, sampled negatives): the sampler (``negatives``), the draws
+    (:class:`GroupDraws`, checkpointed), the loss (``loss``) and the teacher scores of the training data.
 
-    name = "contrastive"
+    Every process draws the same global batch and keeps its contiguous slice; a subclass turns the slice into
+    model inputs (:meth:`collate`) and scores it.
+    """
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         config, data = ctx.config, ctx.data
         self.sampler = build_sampler(config, data, ctx.run, ctx.dist)
         self.draws = GroupDraws(data, self.sampler, config.seed, config.task.n_negatives)
-        self.collator = Collator(model, data.queries, data.texts, config.task.passage_buckets)
         loss = config.loss
         self.loss_fn = LOSSES[loss.name](loss.temperature, **loss.options)
-        self._module = DualEncoderModule(model)
-        self.refresher = Refresher(ctx, self.sampler)
 
     @classmethod
     def check_config(cls, config: Any) -> None:
         NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name").check_config(config)
-
-    @property
-    def module(self) -> torch.nn.Module:
-        return self._module
 
     @property
     def examples(self) -> int:
@@ -93,15 +91,63 @@ class ContrastiveTask(TrainingTask):
     def epochs_done(self) -> float:
         return self.draws.stream.epochs_done
 
-    def hooks(self) -> list[TrainingHook]:
-        return [self.refresher]
+    @abstractmethod
+    def collate(self, groups: list[Group]) -> Any:
+        """This process's groups as model inputs."""
 
     def next_batch(self) -> GroupBatch:
         batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
         local = batch_size // dist.world_size
         groups = self.draws.draw(batch_size)
         mine = groups[dist.rank * local:(dist.rank + 1) * local]
-        return GroupBatch(groups, mine, self.collator(mine))
+        return GroupBatch(groups, mine, self.collate(mine))
+
+    def _teacher(self, groups: list[Group]) -> torch.Tensor | None:
+        """``[B, G]`` teacher scores of each group (NaN where unknown), or None when the data has none."""
+        known = self.ctx.data.scores
+        if not known:
+            return None
+        rows = [[known.get(g.qid, {}).get(d, math.nan) for d in g.docids] for g in groups]
+        return torch.tensor(rows, dtype=torch.float32, device=self.ctx.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.draws.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.draws.load_state_dict(state)
+
+
+@register_task
+class ContrastiveTask(GroupTask):
+    """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product."""
+
+    name = "contrastive"
+
+    def __init__(self, ctx: TaskContext, model: torch.nn.Module):
+        super().__init__(ctx, model)
+        self.collator = Collator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
+        self._module = DualEncoderModule(model)
+        self.refresher = Refresher(ctx, self.sampler)
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        from ance_ir.modeling.kinds import kind_class
+
+        if config.model.kind and kind_class(config.model.kind).index is None:
+            raise ConfigError("model.kind", f"{config.model.kind!r} models score pairs and encode no index; the "
+                                            "contrastive task trains dual encoders (a cross-encoder trains with "
+                                            "task: cross-encoder)")
+        super().check_config(config)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._module
+
+    def hooks(self) -> list[TrainingHook]:
+        return [self.refresher]
+
+    def collate(self, groups: list[Group]) -> Batch:
+        return self.collator(groups)
 
     def loss(self, module: torch.nn.Module, batch: GroupBatch,
              autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:
@@ -129,17 +175,3 @@ class ContrastiveTask(TrainingTask):
         mask = in_batch_mask(batch.mine, exclude).to(device) if in_batch else None
         scores = dense_group_scores(queries, passages, group_size, in_batch, mask, self._teacher(batch.mine))
         return StepLoss(self.loss_fn(scores))
-
-    def _teacher(self, groups: list[Group]) -> torch.Tensor | None:
-        """``[B, G]`` teacher scores of each group (NaN where unknown), or None when the data has none."""
-        known = self.ctx.data.scores
-        if not known:
-            return None
-        rows = [[known.get(g.qid, {}).get(d, math.nan) for d in g.docids] for g in groups]
-        return torch.tensor(rows, dtype=torch.float32, device=self.ctx.device)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.draws.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.draws.load_state_dict(state)

@@ -95,6 +95,23 @@ class NLLLoss(ContrastiveLoss):
         return F.cross_entropy(batch.scores / self.temperature, batch.targets)
 
 
+@register_loss
+class BCELoss(ContrastiveLoss):
+    """Pointwise binary cross-entropy on the logits ``score / temperature`` of each query's own group: the
+    positive labelled 1, its negatives 0, averaged over every (query, passage) pair (in-batch passages unused).
+
+    How a cross-encoder is trained pointwise (monoBERT); ``nll`` is the listwise alternative.
+    """
+
+    name = "bce"
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        logits = batch.own / self.temperature
+        labels = torch.zeros_like(logits)
+        labels[:, 0] = 1.0
+        return F.binary_cross_entropy_with_logits(logits, labels)
+
+
 def build_loss(name: str, temperature: float = 1.0, **options: Any) -> ContrastiveLoss:
     """The loss registered as ``name``."""
     if name not in LOSSES:

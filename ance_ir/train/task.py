@@ -60,6 +60,9 @@ class TrainingTask(ABC):
 
     name: ClassVar[str]
     options: ClassVar[dict[str, Any]] = {}
+    #: the model kind this task trains (the default of ``model.kind``; a kind of another class is refused);
+    #: None: any kind
+    model_kind: ClassVar[str | None] = None
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         self.ctx, self.model = ctx, model
