@@ -1,0 +1,93 @@
+"""``python -m ance_ir.rerank``: rerank a first-stage TREC run (BM25, dense, hybrid) with a cross-encoder.
+
+    python -m ance_ir.rerank --run runs/rag24/bm25.test.trec.gz --topics rag24-mini-test --corpus rag24-mini \\
+        --model train-runs/rag24-mini/cross-encoder --depth 100 --output runs/bm25.ce.trec
+
+Each query's top ``--depth`` hits are scored by the model (``[CLS] query [SEP] passage``) and ordered by that
+score; the hits below ``--depth`` keep their first-stage order beneath them (scored below the lowest reranked
+hit), and ``--hits`` of them are written per query. Pairs of all queries run together, longest first, in
+batches padded to their own longest. When the topics have known qrels (or ``--qrels`` is given), the metrics
+are printed.
+
+The model is a cross-encoder saved by ance-ir (``task: cross-encoder`` training, its run folder or ``final/``),
+or a Hugging Face sequence-classification checkpoint with one label (``cross-encoder/ms-marco-MiniLM-L-6-v2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ance_ir.cli import add_import_argument, load_cli_plugins, positive_int, run_cli
+from ance_ir.train.settings import INFERENCE_PRECISIONS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ance_ir.rerank", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", required=True, help="first-stage TREC run file to rerank")
+    parser.add_argument("--topics", required=True, help="topics TSV file or name (rag24-mini-test, dl19, ...)")
+    parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name (rag24-mini): the "
+                                                        "passages' texts")
+    parser.add_argument("--model", required=True, help="cross-encoder: model dir, training run folder or HF id")
+    parser.add_argument("--output", required=True, help="TREC run file to write")
+    parser.add_argument("--depth", type=int, default=100,
+                        help="rerank each query's top N hits; the hits below keep their first-stage order "
+                             "beneath them (default 100)")
+    parser.add_argument("--hits", type=int, default=1000, help="hits written per query (default 1000)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="pairs per forward pass (default 32)")
+    parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
+                        help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, "
+                             "fp16 (CUDA) or int8 (CPU, lossy) (default auto)")
+    parser.add_argument("--max-length", type=positive_int,
+                        help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
+    parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_import_argument(parser)
+    args = parser.parse_args(argv)
+    for flag, value in (("--depth", args.depth), ("--hits", args.hits)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}")
+    load_cli_plugins(args.imports)
+
+    import torch
+
+    from ance_ir.data import read_run, truncate, write_run
+    from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
+    from ance_ir.modeling.inference import resolve_precision
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.rerank import check_run, passages_for, rerank
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    resolve_precision(args.precision, device)  # fail before reading anything
+    topics = resolve_topics(args.topics)
+    first_stage = read_run(args.run)
+    check_run(first_stage, topics, args.run, args.topics)
+    model = load_model(args.model, "cross-encoder",
+                       **({"max_length": args.max_length} if args.max_length else {}))
+    if model.fresh_head:
+        raise ValueError(f"{args.model}: has no trained cross-encoder head (a plain backbone); train one with "
+                         "task: cross-encoder, or give a sequence-classification checkpoint")
+    passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
+    run = rerank(first_stage, topics, passages, model.to(device), args.depth, batch_size=args.batch_size,
+                 precision=args.precision, show_progress=not args.quiet)
+    run = truncate(run, args.hits)
+    write_run(run, args.output, tag=args.run_tag or Path(args.output).stem.removesuffix(".trec"))
+    pairs = sum(min(len(r), args.depth) for r in first_stage.values())
+    print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked", file=sys.stderr)
+    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    if qrels:
+        from ance_ir.eval import evaluate, format_table
+
+        print(format_table(evaluate(qrels, run), label=Path(args.output).name))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

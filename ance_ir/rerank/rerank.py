@@ -1,0 +1,60 @@
+"""Reranking a first-stage run with a cross-encoder: the top ``depth`` hits of each query by the model's score,
+the hits below ``depth`` after them in their first-stage order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ance_ir.data import InputError, Run, iter_corpus
+
+if TYPE_CHECKING:
+    from ance_ir.modeling.cross_encoder import CrossEncoder
+
+
+def check_run(run: Run, topics: Mapping[str, str], run_path: str | Path, topics_name: str) -> None:
+    """InputError naming the run file when it has a query the topics do not have."""
+    unknown = [qid for qid in run if qid not in topics]
+    if unknown:
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise InputError(run_path, f"query {unknown[0]!r}{more} is not in the topics {topics_name}")
+
+
+def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path) -> dict[str, str]:
+    """The texts of the documents within ``depth`` of ``run``, read from ``corpus``; InputError for a missing one."""
+    needed = {docid for ranking in run.values() for docid, _ in ranking[:depth]}
+    texts = {p.docid: p.text for p in iter_corpus(corpus) if p.docid in needed}
+    for qid, ranking in run.items():
+        for docid, _ in ranking[:depth]:
+            if docid not in texts:
+                raise InputError(run_path, f"document {docid!r} of query {qid!r} is not in the corpus {corpus}")
+    return texts
+
+
+def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder, depth: int,
+           batch_size: int = 32, precision: str | None = None, show_progress: bool = False) -> Run:
+    """``run`` with each query's top ``depth`` hits reordered by ``model`` (ties keep the first-stage order).
+
+    All pairs are scored in one :meth:`~CrossEncoder.score_pairs` call (length-sorted batches across queries).
+    The hits below ``depth`` follow in their first-stage order with scores ``lowest - 1``, ``lowest - 2``, ...
+    (``lowest``: the query's lowest reranked score), so that every tool sorts them the same way.
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, got {depth}")
+    pairs = [(qid, docid) for qid, ranking in run.items() for docid, _ in ranking[:depth]]
+    scores = model.score_pairs([topics[q] for q, _ in pairs], [passages[d] for _, d in pairs],
+                               batch_size=batch_size, precision=precision, show_progress=show_progress)
+    by_query: dict[str, list[tuple[str, float]]] = {}
+    for (qid, docid), score in zip(pairs, scores.tolist(), strict=True):
+        by_query.setdefault(qid, []).append((docid, score))
+    out: Run = {}
+    for qid, ranking in run.items():
+        top = sorted(by_query.get(qid, []), key=lambda hit: -hit[1])  # stable: ties keep the run's order
+        lowest = top[-1][1] if top else 0.0
+        out[qid] = top + _below(ranking[depth:], lowest)
+    return out
+
+
+def _below(hits: Iterable[tuple[str, float]], lowest: float) -> list[tuple[str, float]]:
+    return [(docid, lowest - i) for i, (docid, _) in enumerate(hits, start=1)]

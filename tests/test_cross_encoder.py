@@ -1,0 +1,329 @@
+"""The cross-encoder (BERT_CAT): scores against a hand computation, save/load, public sequence-classification
+checkpoints (and sentence-transformers' CrossEncoder on them), the ``cross-encoder`` training task (listwise and
+pointwise, drawing the contrastive task's groups), and ``python -m ance_ir.rerank``."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
+
+from ance_ir.data import read_run, write_run
+from ance_ir.modeling import DenseEncoder
+from ance_ir.modeling.cross_encoder import CrossEncoder
+from ance_ir.modeling.kinds import load_model, saved_kind
+from ance_ir.train import build_config, read_log
+from ance_ir.train.contrastive import ContrastiveTask
+from ance_ir.train.cross_encoder import CrossEncoderTask
+from ance_ir.train.dataset import TrainData
+from ance_ir.train.distributed import Distributed
+from ance_ir.train.layout import RunDir
+from ance_ir.train.loss import GroupScores, build_loss
+from ance_ir.train.runlog import RunLog
+from ance_ir.train.task import TaskContext
+
+QUERIES = ["cat on a mat", "how to bake bread", "stock market drop", "cat"]
+PASSAGES = ["the cat sat on the mat", "bread flour water salt and yeast", "investors sold shares as markets dropped",
+            "the history of the roman empire"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
+
+
+def make_bert(path: Path) -> Path:
+    """The tests' tiny random BERT (no dropout) with a tokenizer that knows the toy words."""
+    from transformers import BertTokenizerFast
+
+    make_tiny_bert(path, dropout=0.0)
+    BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> Path:
+    return make_bert(tmp_path_factory.mktemp("cross") / "bert")
+
+
+@pytest.fixture(scope="module")
+def trained_head(bert, tmp_path_factory) -> Path:
+    """A cross-encoder saved with its (random) head: what rerank accepts."""
+    torch.manual_seed(5)
+    path = tmp_path_factory.mktemp("cross-saved") / "model"
+    load_model(bert, "cross-encoder").save_pretrained(path)
+    return path
+
+
+def test_scores_are_the_cls_state_times_the_linear_head(bert):
+    from transformers import AutoTokenizer, BertModel
+
+    torch.manual_seed(0)
+    model = load_model(bert, "cross-encoder")
+    assert isinstance(model, CrossEncoder) and model.fresh_head and model.index is None
+    scores = model.score_pairs(QUERIES, PASSAGES, batch_size=3, precision="fp32")  # two batches, padded
+
+    tokenizer, backbone = AutoTokenizer.from_pretrained(bert), BertModel.from_pretrained(bert).eval()
+    weight, bias = model.head.weight[0].detach(), model.head.bias.detach()
+    for i, (query, passage) in enumerate(zip(QUERIES, PASSAGES, strict=True)):
+        inputs = tokenizer(query, passage, return_tensors="pt")  # one pair alone: no padding
+        assert inputs["input_ids"][0].tolist().count(tokenizer.unk_token_id) == 0
+        assert inputs["token_type_ids"][0].tolist().count(1) > 0  # the passage is segment B
+        with torch.no_grad():
+            cls = backbone(**inputs).last_hidden_state[0, 0]
+        assert scores[i] == pytest.approx(float(cls @ weight + bias), abs=1e-5)
+    assert len(set(np.round(scores, 5))) == len(scores)
+
+
+def test_pairs_are_cut_at_max_length(bert):
+    model = load_model(bert, "cross-encoder", max_length=8)
+    encoded = model.tokenize_pairs(["cat on a mat"], ["investors sold shares as markets dropped"])
+    assert len(encoded["input_ids"][0]) == 8
+    with pytest.raises(ValueError, match="max_length 65 exceeds the model's 64 positions"):
+        load_model(bert, "cross-encoder", max_length=65)
+
+
+def test_save_load_round_trip_is_bit_identical(bert, tmp_path):
+    torch.manual_seed(1)
+    model = load_model(bert, "cross-encoder", max_length=40)
+    model.save_pretrained(tmp_path / "a")
+    assert saved_kind(tmp_path / "a") == "cross-encoder"
+    loaded = load_model(tmp_path / "a")
+    assert isinstance(loaded, CrossEncoder) and not loaded.fresh_head and loaded.max_length == 40
+    mine, theirs = model.state_dict(), loaded.state_dict()
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+    assert np.array_equal(model.score_pairs(QUERIES, PASSAGES), loaded.score_pairs(QUERIES, PASSAGES))
+    loaded.save_pretrained(tmp_path / "b")
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "b").iterdir())
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    with pytest.raises(ValueError, match="is a 'cross-encoder' model, expected a 'dense' model"):
+        load_model(tmp_path / "a", "dense")
+    with pytest.raises(ValueError, match="pooling: not a setting of a cross-encoder"):
+        load_model(bert, "cross-encoder", pooling="mean")
+
+
+def test_a_sequence_classification_checkpoint_scores_with_its_own_head(bert, tmp_path):
+    from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(bert, num_labels=1)
+    torch.manual_seed(2)
+    public = BertForSequenceClassification(config).eval()
+    public.save_pretrained(tmp_path / "public")
+    AutoTokenizer.from_pretrained(bert).save_pretrained(tmp_path / "public")
+    model = load_model(tmp_path / "public", "cross-encoder")
+    assert model.head is None and not model.fresh_head
+    scores = model.score_pairs(QUERIES, PASSAGES, batch_size=3)
+    tokenizer = AutoTokenizer.from_pretrained(bert)
+    with torch.no_grad():
+        expected = [float(public(**tokenizer(q, p, return_tensors="pt")).logits[0, 0])
+                    for q, p in zip(QUERIES, PASSAGES, strict=True)]
+    assert np.allclose(scores, expected, atol=1e-5)
+    theirs = SentenceTransformersCrossEncoder(str(tmp_path / "public"), device="cpu")
+    predicted = theirs.predict(list(zip(QUERIES, PASSAGES, strict=True)), activation_fn=torch.nn.Identity())
+    assert np.allclose(scores, predicted, atol=1e-5)
+
+    model.save_pretrained(tmp_path / "again")  # saved as what it is: a sequence-classification model
+    again = load_model(tmp_path / "again")
+    assert again.head is None and np.array_equal(again.score_pairs(QUERIES, PASSAGES), model.score_pairs(QUERIES,
+                                                                                                          PASSAGES))
+    BertForSequenceClassification(BertConfig.from_pretrained(bert, num_labels=3)).save_pretrained(tmp_path / "three")
+    AutoTokenizer.from_pretrained(bert).save_pretrained(tmp_path / "three")
+    with pytest.raises(ValueError, match="a sequence-classification model with 3 labels; a cross-encoder scores"):
+        load_model(tmp_path / "three", "cross-encoder")
+
+
+def test_bce_is_pointwise_binary_cross_entropy():
+    scores = torch.tensor([[2.0, -1.0, 0.5], [0.0, 1.0, -3.0]])
+    batch = GroupScores(scores, torch.zeros(2, dtype=torch.long), 3, False)
+    loss = build_loss("bce", 0.5)(batch)
+
+    def log_sigmoid(x: float) -> float:
+        return -math.log1p(math.exp(-x))
+
+    expected = -sum(log_sigmoid(2 * row[0]) + sum(log_sigmoid(-2 * s) for s in row[1:])
+                    for row in scores.tolist()) / 6
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.fixture()
+def collection(tmp_path) -> Path:
+    """Corpus, topics and qrels of the toy collection in one folder."""
+    root = tmp_path / "toy"
+    root.mkdir()
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                               for d, t in TOY_PASSAGES.items()))
+    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
+    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
+    return root
+
+
+def settings(collection: Path, bert: Path, output: Path, **changes) -> dict:
+    """A sectioned cross-encoder config on the toy collection: 6 pairs, 3 groups of 1 + 3 passages a step."""
+    base = {
+        "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
+        "model": {"name": str(bert), "max_length": 32},
+        "data": {"corpus": str(collection / "corpus.jsonl"), "topics": str(collection / "topics.tsv"),
+                 "qrels": str(collection / "qrels.txt"), "min_positive_grade": 1},
+        "task": {"name": "cross-encoder", "batch_size": 3, "n_negatives": 3},
+        "negatives": {"name": "random"},
+        "loss": {"name": "nll"},
+        "optim": {"lr": 1e-3, "max_steps": 200},
+    }
+    for key, value in changes.items():  # a None value removes the setting
+        merged = {**base.get(key, {}), **value} if isinstance(value, dict) else value
+        base[key] = {k: v for k, v in merged.items() if v is not None} if isinstance(merged, dict) else merged
+    return base
+
+
+def load_config(path: Path, settings: dict):
+    """The training config of ``settings``, written to ``path`` as YAML and read back."""
+    path.write_text(yaml.safe_dump(settings))
+    return build_config(path, {})
+
+
+@pytest.mark.parametrize("loss", ["nll", "bce"])
+def test_the_task_trains_from_a_config_file(bert, collection, tmp_path, loss):
+    config = tmp_path / "cross.yaml"
+    config.write_text(yaml.safe_dump(settings(collection, bert, tmp_path / "run", loss={"name": loss})))
+    trained = cli("ance_ir.train", "--config", str(config))
+    assert trained.returncode == 0, trained.stderr
+    run = RunDir(tmp_path / "run")
+    saved = json.loads(run.config.read_text())
+    assert saved["model"]["kind"] == "cross-encoder" and saved["loss"]["name"] == loss
+    losses = [r["loss"] for r in read_log(run.log) if "loss" in r]
+    assert len(losses) == 200 and all(map(math.isfinite, losses))
+    assert np.mean(losses[-20:]) < 0.3 * np.mean(losses[:20])  # it learns the toy positives
+    assert saved_kind(run.final) == "cross-encoder"
+
+    # the trained model ranks each query's positive above the other passages of the corpus
+    model = load_model(run.root)
+    assert isinstance(model, CrossEncoder) and not model.fresh_head
+    for qid, query in TOY_TOPICS.items():
+        docids = list(TOY_PASSAGES)
+        scores = model.score_pairs([query] * len(docids), [TOY_PASSAGES[d] for d in docids])
+        best = docids[int(np.argmax(scores))]
+        assert TOY_QRELS[qid].get(best, 0) >= 1, (qid, best)
+
+
+def task_context(config, run: Path) -> TaskContext:
+    data = TrainData.load(config)
+    return TaskContext(config, data, RunDir(run), Distributed.init("cpu"), torch.device("cpu"),
+                       RunLog(run / "log.jsonl", enabled=False), lambda: False)
+
+
+def test_groups_are_drawn_as_the_contrastive_task_draws_them(bert, collection, tmp_path):
+    cross = load_config(tmp_path / "a.yaml", settings(collection, bert, tmp_path / "a"))
+    dense = load_config(tmp_path / "b.yaml", settings(collection, bert, tmp_path / "b", task={"name": "contrastive"},
+                                                      model={"max_length": None}))
+    ours = CrossEncoderTask(task_context(cross, tmp_path / "a"), load_model(bert, "cross-encoder"))
+    theirs = ContrastiveTask(task_context(dense, tmp_path / "b"), DenseEncoder.from_pretrained(bert))
+    drawn = [ours.next_batch().groups for _ in range(5)]
+    assert drawn == [theirs.next_batch().groups for _ in range(5)]
+    assert len({g.negatives for batch in drawn for g in batch}) > 1
+    ours.load_state_dict(theirs.state_dict())  # the same checkpointed state
+    assert ours.next_batch().groups == theirs.next_batch().groups
+
+
+def test_buckets_score_the_pairs_of_one_batch_in_group_order(bert, collection, tmp_path):
+    config = load_config(tmp_path / "a.yaml", settings(collection, bert, tmp_path / "a"))
+    model = load_model(bert, "cross-encoder")
+    task = CrossEncoderTask(task_context(config, tmp_path / "a"), model)
+    batch = task.next_batch()
+    assert len(batch.inputs.batches) == 4 and batch.inputs.restore is not None
+    with torch.no_grad():
+        scores = task.module(batch.inputs.batches, batch.inputs.restore)
+    pairs = [(TOY_TOPICS[g.qid], TOY_PASSAGES[d]) for g in batch.mine for d in g.docids]
+    expected = model.score_pairs([q for q, _ in pairs], [p for _, p in pairs])
+    assert np.allclose(scores.numpy(), expected, atol=1e-5)
+    grouped = task.group_scores(scores, batch)
+    assert grouped.scores.shape == (3, 4) and grouped.targets.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize(("changes", "setting", "message"), [
+    ({"task": {"in_batch": True}}, "task.in_batch", "a cross-encoder scores .query, passage. pairs"),
+    ({"negatives": {"name": "dpr"}}, "negatives.name", "dpr adds in-batch negatives"),
+    ({"negatives": {"name": "ance"}}, "negatives.name", "ance mines from an ANN index"),
+    ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics", "evaluate its final/ model with"),
+    ({"model": {"pooling": "mean"}}, "model.pooling", "is a dual-encoder setting"),
+    ({"model": {"kind": "dense", "max_length": None}}, "model.kind", "task 'cross-encoder' trains 'cross-encoder'"),
+])
+def test_settings_a_cross_encoder_cannot_train_with(bert, collection, tmp_path, changes, setting, message):
+    with pytest.raises(ValueError, match=rf"c\.yaml:\d+: {setting}: .*{message}"):  # the setting's line
+        load_config(tmp_path / "c.yaml", settings(collection, bert, tmp_path / "run", **changes))
+
+
+def test_the_contrastive_task_refuses_a_cross_encoder(bert, collection, tmp_path):
+    with pytest.raises(ValueError, match=r"c\.yaml:\d+: model.kind: 'cross-encoder' models score pairs"):
+        load_config(tmp_path / "c.yaml", settings(collection, bert, tmp_path / "run", task={"name": "contrastive"},
+                                                  model={"kind": "cross-encoder"}))
+
+
+@pytest.fixture()
+def first_stage(collection) -> Path:
+    """A toy first-stage run: every passage for every query, in a fixed order."""
+    order = ["d8", "d7", "d6", "d5", "d4", "d3", "d2", "d1"]
+    run = {qid: [(d, 10.0 - i) for i, d in enumerate(order)] for qid in TOY_TOPICS}
+    path = collection / "first.trec"
+    write_run(run, path, tag="first")
+    return path
+
+
+def rerank_args(model: Path, collection: Path, run: Path, output: Path, *extra: str) -> list[str]:
+    return ["ance_ir.rerank", "--run", str(run), "--topics", str(collection / "topics.tsv"), "--corpus",
+            str(collection / "corpus.jsonl"), "--model", str(model), "--output", str(output), "--quiet", *extra]
+
+
+def test_rerank_orders_the_top_depth_by_the_model(trained_head, collection, first_stage, tmp_path):
+    output = tmp_path / "reranked.trec"
+    done = cli(*rerank_args(trained_head, collection, first_stage, output, "--depth", "5", "--hits", "7",
+                            "--batch-size", "4", "--precision", "fp32", "--qrels", str(collection / "qrels.txt")))
+    assert done.returncode == 0, done.stderr
+    assert "ndcg@10" in done.stdout
+    reranked, before = read_run(output), read_run(first_stage)
+    model = load_model(trained_head)
+    for qid, query in TOY_TOPICS.items():
+        top = [d for d, _ in before[qid][:5]]
+        scores = model.score_pairs([query] * 5, [TOY_PASSAGES[d] for d in top])
+        expected = [top[i] for i in np.argsort(-scores, kind="stable")]
+        hits = reranked[qid]
+        assert [d for d, _ in hits] == expected + ["d3", "d2"]  # below depth: first-stage order, cut at 7
+        assert np.allclose([s for _, s in hits[:5]], np.sort(scores)[::-1], atol=1e-5)
+        assert all(a > b for (_, a), (_, b) in zip(hits, hits[1:], strict=False))
+    assert expected != top  # the model did reorder
+
+
+def assert_refused(done: subprocess.CompletedProcess, message: str, output: Path) -> None:
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+    assert not output.exists()
+
+
+def test_rerank_bad_inputs_give_one_line(bert, trained_head, collection, first_stage, tmp_path):
+    output = tmp_path / "out.trec"
+    dense = tmp_path / "dense"
+    DenseEncoder.from_pretrained(bert).save_pretrained(dense)
+    assert_refused(cli(*rerank_args(dense, collection, first_stage, output)),
+                   "is a 'dense' model, expected a 'cross-encoder' model", output)
+    assert_refused(cli(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
+                   "--depth must be at least 1, got 0", output)
+    assert_refused(cli(*rerank_args(bert, collection, first_stage, output)), "has no trained cross-encoder head",
+                   output)
+    stray = collection / "stray.trec"
+    stray.write_text(first_stage.read_text() + "q9 Q0 d1 1 1.0 first\n")
+    assert_refused(cli(*rerank_args(trained_head, collection, stray, output)),
+                   f"{stray}: query 'q9' is not in the topics", output)
+    missing = collection / "missing.trec"
+    missing.write_text("q1 Q0 d99 1 1.0 first\n")
+    assert_refused(cli(*rerank_args(trained_head, collection, missing, output)),
+                   "document 'd99' of query 'q1' is not in the corpus", output)
