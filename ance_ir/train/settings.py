@@ -65,7 +65,8 @@ class ModelSection(Section):
     section = "model"
     name: str = _opt("minilm", "starting model: model dir, run folder, alias (minilm, bert-tiny) or Hugging Face id",
                      "model")
-    kind: str | None = _opt(None, "model kind (default: what the model folder records, else dense)", "kind")
+    kind: str | None = _opt(None, "model kind: dense, cross-encoder or a plugin's (default: the task's "
+                                   "kind if it has one, else what the model folder records, else dense)", "kind")
     init_from: str | None = _opt(None, "start from this model dir, or from the latest checkpoint of this run folder "
                                        "(e.g. a BM25 warm-up run); overrides name", "init_from")
     pooling: str | None = _opt(None, "dense override: cls or mean", "pooling")
@@ -116,7 +117,8 @@ class DataSection(Section):
 @dataclass
 class TaskSection(Section):
     section = "task"
-    name: str = _opt("contrastive", "training task: contrastive (built in) or a plugin's", "task")
+    name: str = _opt("contrastive", "training task: contrastive, cross-encoder (built in) or a plugin's",
+                     "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
                                    "to its own longest (less padding, see docs/bench.md; 1: one batch)",
@@ -153,7 +155,7 @@ class NegativesSection(Section):
 @dataclass
 class LossSection(Section):
     section = "loss"
-    name: str = _opt("nll", "loss: nll (built in) or a plugin's", "loss")
+    name: str = _opt("nll", "loss: nll (listwise), bce (pointwise; built in) or a plugin's", "loss")
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)",
                               "temperature")
     options: dict[str, Any] = _opt({}, "further settings the loss declares")
