@@ -4,6 +4,7 @@ pointwise, drawing the contrastive task's groups), and ``python -m ance_ir.reran
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -16,7 +17,7 @@ import torch
 import yaml
 from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
 
-from ance_ir.data import read_run, write_run
+from ance_ir.data import GroupPassage, TrainingGroup, read_groups, read_run, write_groups, write_run
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.cross_encoder import CrossEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
@@ -262,6 +263,13 @@ def test_settings_a_cross_encoder_cannot_train_with(bert, collection, tmp_path, 
         load_config(tmp_path / "c.yaml", settings(collection, bert, tmp_path / "run", **changes))
 
 
+def test_the_example_config_loads():
+    config = build_config(Path(__file__).resolve().parent.parent / "configs/rag24-mini/cross-encoder.yaml", {})
+    assert (config.task.name, config.model.kind, config.loss.name) == ("cross-encoder", "cross-encoder", "nll")
+    assert config.model.options == {"max_length": 320} and config.negatives.name == "bm25"
+    assert not config.task.in_batch and config.refresh.eval_topics is None
+
+
 def test_the_contrastive_task_refuses_a_cross_encoder(bert, collection, tmp_path):
     with pytest.raises(ValueError, match=r"c\.yaml:\d+: model.kind: 'cross-encoder' models score pairs"):
         load_config(tmp_path / "c.yaml", settings(collection, bert, tmp_path / "run", task={"name": "contrastive"},
@@ -302,6 +310,27 @@ def test_rerank_orders_the_top_depth_by_the_model(trained_head, collection, firs
     assert expected != top  # the model did reorder
 
 
+def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, collection, tmp_path):
+    groups = [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1", score=9.0),),
+                            (GroupPassage("d7", score=3.0), GroupPassage("d8"))),
+              TrainingGroup("q2", TOY_TOPICS["q2"], (GroupPassage("d3", text="own text", title="t"),),
+                            (GroupPassage("d5"),))]
+    source, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl.gz"
+    write_groups(source, groups)
+    done = cli("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"), "--model",
+               str(trained_head), "--output", str(output), "--quiet")
+    assert done.returncode == 0, done.stderr
+    scored = read_groups(output)
+    model = load_model(trained_head)
+    for before, after in zip(groups, scored, strict=True):
+        passages = (*before.positives, *before.negatives)
+        expected = model.score_pairs([before.query] * len(passages), [TOY_PASSAGES[p.docid] for p in passages])
+        assert after == dataclasses.replace(before, positives=after.positives, negatives=after.negatives)
+        assert [dataclasses.replace(p, score=None) for p in (*after.positives, *after.negatives)] == [
+            dataclasses.replace(p, score=None) for p in passages]  # ids, titles, texts and order kept
+        assert np.allclose([p.score for p in (*after.positives, *after.negatives)], expected, atol=1e-5)
+
+
 def assert_refused(done: subprocess.CompletedProcess, message: str, output: Path) -> None:
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -323,6 +352,8 @@ def test_rerank_bad_inputs_give_one_line(bert, trained_head, collection, first_s
     stray.write_text(first_stage.read_text() + "q9 Q0 d1 1 1.0 first\n")
     assert_refused(cli(*rerank_args(trained_head, collection, stray, output)),
                    f"{stray}: query 'q9' is not in the topics", output)
+    assert_refused(cli("ance_ir.rerank", "--run", str(first_stage), "--corpus", str(collection / "corpus.jsonl"),
+                       "--model", str(trained_head), "--output", str(output)), "--run needs --topics", output)
     missing = collection / "missing.trec"
     missing.write_text("q1 Q0 d99 1 1.0 first\n")
     assert_refused(cli(*rerank_args(trained_head, collection, missing, output)),

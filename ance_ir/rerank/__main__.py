@@ -9,6 +9,13 @@ hit), and ``--hits`` of them are written per query. Pairs of all queries run tog
 batches padded to their own longest. When the topics have known qrels (or ``--qrels`` is given), the metrics
 are printed.
 
+With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``python -m ance_ir.negatives``
+writes them): every passage gets the model's score as its ``score``, the teacher score that training with
+``data.source: groups`` hands to a distillation loss, and ``--output`` is a groups file:
+
+    python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \
+        --model train-runs/rag24-mini/cross-encoder --output train-runs/bm25-groups.ce.jsonl.gz
+
 The model is a cross-encoder saved by ance-ir (``task: cross-encoder`` training, its run folder or ``final/``),
 or a Hugging Face sequence-classification checkpoint with one label (``cross-encoder/ms-marco-MiniLM-L-6-v2``).
 """
@@ -26,12 +33,14 @@ from ance_ir.train.settings import INFERENCE_PRECISIONS
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ance_ir.rerank", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", required=True, help="first-stage TREC run file to rerank")
-    parser.add_argument("--topics", required=True, help="topics TSV file or name (rag24-mini-test, dl19, ...)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", help="first-stage TREC run file to rerank")
+    source.add_argument("--groups", help="training groups (JSONL) to score: write them with the model's scores")
+    parser.add_argument("--topics", help="topics TSV file or name (rag24-mini-test, dl19, ...); needed with --run")
     parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name (rag24-mini): the "
                                                         "passages' texts")
     parser.add_argument("--model", required=True, help="cross-encoder: model dir, training run folder or HF id")
-    parser.add_argument("--output", required=True, help="TREC run file to write")
+    parser.add_argument("--output", required=True, help="TREC run file to write (with --groups: a groups file)")
     parser.add_argument("--depth", type=int, default=100,
                         help="rerank each query's top N hits; the hits below keep their first-stage order "
                              "beneath them (default 100)")
@@ -52,30 +61,44 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value in (("--depth", args.depth), ("--hits", args.hits)):
         if value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}")
+    if args.run and not args.topics:
+        raise ValueError("--run needs --topics (the queries' texts)")
     load_cli_plugins(args.imports)
 
     import torch
 
-    from ance_ir.data import read_run, truncate, write_run
+    from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.modeling.inference import resolve_precision
     from ance_ir.modeling.kinds import load_model
-    from ance_ir.rerank import check_run, passages_for, rerank
+    from ance_ir.rerank import check_run, group_passages, passages_for, rerank, score_groups
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     resolve_precision(args.precision, device)  # fail before reading anything
-    topics = resolve_topics(args.topics)
-    first_stage = read_run(args.run)
-    check_run(first_stage, topics, args.run, args.topics)
+    if args.groups:
+        groups = read_groups(args.groups)
+    else:
+        topics = resolve_topics(args.topics)
+        first_stage = read_run(args.run)
+        check_run(first_stage, topics, args.run, args.topics)
     model = load_model(args.model, "cross-encoder",
                        **({"max_length": args.max_length} if args.max_length else {}))
     if model.fresh_head:
         raise ValueError(f"{args.model}: has no trained cross-encoder head (a plain backbone); train one with "
                          "task: cross-encoder, or give a sequence-classification checkpoint")
+    model.to(device)
+    if args.groups:
+        passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
+        scored = score_groups(groups, passages, model, batch_size=args.batch_size, precision=args.precision,
+                              show_progress=not args.quiet)
+        write_groups(args.output, scored)
+        pairs = sum(len(g.positives) + len(g.negatives) for g in scored)
+        print(f"wrote {args.output}: {len(scored)} groups, {pairs} (query, passage) pairs scored", file=sys.stderr)
+        return 0
     passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
-    run = rerank(first_stage, topics, passages, model.to(device), args.depth, batch_size=args.batch_size,
+    run = rerank(first_stage, topics, passages, model, args.depth, batch_size=args.batch_size,
                  precision=args.precision, show_progress=not args.quiet)
     run = truncate(run, args.hits)
     write_run(run, args.output, tag=args.run_tag or Path(args.output).stem.removesuffix(".trec"))

@@ -1,0 +1,42 @@
+"""Cross-encoder scores as teacher scores: every passage of a set of training groups scored by the model, the
+``score`` that ``data.source: groups`` hands to a distillation loss (``GroupScores.teacher``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ance_ir.data import InputError, TrainingGroup, iter_corpus
+
+if TYPE_CHECKING:
+    from ance_ir.modeling.cross_encoder import CrossEncoder
+
+
+def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_path: str | Path) -> dict[str, str]:
+    """The corpus texts of every passage of ``groups``; InputError naming the groups file for a missing one."""
+    needed = {p.docid for g in groups for p in (*g.positives, *g.negatives)}
+    texts = {p.docid: p.text for p in iter_corpus(corpus) if p.docid in needed}
+    for group in groups:
+        for passage in (*group.positives, *group.negatives):
+            if passage.docid not in texts:
+                raise InputError(groups_path, f"document {passage.docid!r} of query {group.query_id!r} is not in "
+                                              f"the corpus {corpus}")
+    return texts
+
+
+def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str], model: CrossEncoder,
+                 batch_size: int = 32, precision: str | None = None,
+                 show_progress: bool = False) -> list[TrainingGroup]:
+    """``groups`` with each passage's ``score`` replaced by ``model``'s score of (query, passage); the passages
+    keep their order, ids, titles and texts. All pairs run in one :meth:`~CrossEncoder.score_pairs` call."""
+    pairs = [(g.query, passages[p.docid]) for g in groups for p in (*g.positives, *g.negatives)]
+    scores = iter(model.score_pairs([q for q, _ in pairs], [p for _, p in pairs], batch_size=batch_size,
+                                    precision=precision, show_progress=show_progress).tolist())
+    out = []
+    for group in groups:
+        positives = tuple(dataclasses.replace(p, score=next(scores)) for p in group.positives)
+        negatives = tuple(dataclasses.replace(p, score=next(scores)) for p in group.negatives)
+        out.append(dataclasses.replace(group, positives=positives, negatives=negatives))
+    return out
