@@ -13,7 +13,7 @@ With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``p
 writes them): every passage gets the model's score as its ``score``, the teacher score that training with
 ``data.source: groups`` hands to a distillation loss, and ``--output`` is a groups file:
 
-    python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \
+    python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --output train-runs/bm25-groups.ce.jsonl.gz
 
 The model is a cross-encoder saved by ance-ir (``task: cross-encoder`` training, its run folder or ``final/``),
