@@ -16,12 +16,13 @@ import pytest
 import torch
 import yaml
 from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
+from safetensors.torch import load_file
 
 from ance_ir.data import GroupPassage, TrainingGroup, read_groups, read_run, write_groups, write_run
 from ance_ir.modeling import DenseEncoder
-from ance_ir.modeling.cross_encoder import CrossEncoder
+from ance_ir.modeling.cross_encoder import HEAD_NAME, CrossEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
-from ance_ir.train import build_config, read_log
+from ance_ir.train import build_config, read_log, train
 from ance_ir.train.contrastive import ContrastiveTask
 from ance_ir.train.cross_encoder import CrossEncoderTask
 from ance_ir.train.dataset import TrainData
@@ -38,6 +39,14 @@ PASSAGES = ["the cat sat on the mat", "bread flour water salt and yeast", "inves
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    """Training in-process with ``threads: 1`` must not slow down later tests."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def make_bert(path: Path) -> Path:
@@ -214,6 +223,23 @@ def test_the_task_trains_from_a_config_file(bert, collection, tmp_path, loss):
         scores = model.score_pairs([query] * len(docids), [TOY_PASSAGES[d] for d in docids])
         best = docids[int(np.argmax(scores))]
         assert TOY_QRELS[qid].get(best, 0) >= 1, (qid, best)
+
+
+def test_a_stopped_run_resumes_exactly(bert, collection, tmp_path):
+    straight = settings(collection, bert, tmp_path / "straight", optim={"max_steps": 12},
+                        negatives={"name": "random"}, loss={"name": "bce"})
+    train(load_config(tmp_path / "straight.yaml", straight))
+    paused = {**straight, "output": str(tmp_path / "paused"), "stop_at": 5}
+    train(load_config(tmp_path / "paused.yaml", paused))
+    assert not RunDir(tmp_path / "paused").final.exists()
+    train(load_config(tmp_path / "paused.yaml", {**paused, "stop_at": None}))
+    for name in ("model.safetensors", HEAD_NAME):
+        mine = load_file(RunDir(tmp_path / "paused").final / name)
+        theirs = load_file(RunDir(tmp_path / "straight").final / name)
+        assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine), name
+    losses = [[(r["step"], r["loss"]) for r in read_log(RunDir(tmp_path / run).log) if "loss" in r]
+              for run in ("paused", "straight")]
+    assert losses[0] == losses[1] and len(losses[0]) == 12
 
 
 def task_context(config, run: Path) -> TaskContext:
