@@ -65,6 +65,7 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.train_throughput --output docs/bench.md
 	$(BENCH) bench.train_profile --output docs/bench.md
 	$(BENCH) bench.refresh_cost --output docs/bench.md
+	$(BENCH) bench.rerank_speed --output docs/bench.md
 	$(BENCH) bench.cli_startup --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 
