@@ -143,3 +143,14 @@ def test_shorthands_imports_and_model_options(tmp_path):
     assert str(e.value).startswith(f"{model}:8: ")
     fixed = build_config(_file(tmp_path, model.read_text().replace("head_dimm", "head_dim"), "ok.yaml"), {})
     assert fixed.model.overrides() == {"shared": False, "head_dim": 8}
+
+
+def test_output_that_is_a_file_is_one_line(tmp_path, capsys):
+    output = tmp_path / "run"
+    output.write_text("not a folder")
+    path = _file(tmp_path, REQUIRED.replace("runs/x", str(output)))
+    with pytest.raises(SystemExit) as done:
+        run_cli(train_main, ["--config", str(path), "--device", "cpu"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {output}: the output exists and is not a folder"
+    assert output.read_text() == "not a folder"

@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from ance_ir.data import atomic_directory
+from ance_ir.data import InputError, atomic_directory
 from ance_ir.modeling.kinds import load_model
 from ance_ir.plugins import load_plugins
 from ance_ir.train.arguments import TrainConfig, check_resumable
@@ -138,6 +138,8 @@ class Trainer:
 
     def _prepare_output(self, start: Path | None) -> None:
         """Rank 0: write or check ``config.json``; clean up after a killed run."""
+        if self.run.root.exists() and not self.run.root.is_dir():
+            raise InputError(self.run.root, "the output exists and is not a folder")
         self.run.root.mkdir(parents=True, exist_ok=True)
         if start is None:
             self.config.save(self.run.config)
