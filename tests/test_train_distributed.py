@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import yaml
-from test_train_run import REPO, toy, toy_settings, training_records, weights  # noqa: F401 (toy: fixture)
+from test_train_run import REPO, toy_settings, training_records, weights
 
 from ance_ir.train import build_config, list_checkpoints, train
 from ance_ir.train.layout import RunDir
