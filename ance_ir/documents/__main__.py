@@ -1,0 +1,101 @@
+"""``python -m ance_ir.documents derive|split|pool``: the ANCE paper's document task (FirstP, MaxP).
+
+    # documents and document qrels from a segmented corpus (a document: its segments joined)
+    python -m ance_ir.documents derive --corpus rag24-mini --qrels rag24-mini-test rag24-mini-train \
+        --output data/rag24-mini-docs
+    # MaxP: the first 4 windows of 512 tokens; FirstP: --max-passages 1
+    python -m ance_ir.documents split --corpus data/rag24-mini-docs/corpus.jsonl --tokenizer bert-tiny \
+        --length 510 --stride 510 --max-passages 4 --output data/rag24-mini-docs/maxp.jsonl
+    # a passage run ranked by document: max (MaxP) or first passage (FirstP)
+    python -m ance_ir.documents pool --run runs/maxp.trec --pooling max --hits 100 --output runs/maxp.doc.trec
+
+``derive`` writes ``corpus.jsonl`` and one ``qrels.NAME.txt`` per ``--qrels`` into the output folder (a document
+is as relevant as its best judged segment;
+``qrels.test.txt`` gives ``qrels.qrels.test.txt``). Ids are split at the first ``--delimiter`` (``#``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ance_ir.cli import positive_int, run_cli
+from ance_ir.data import read_run, write_run
+from ance_ir.data.corpus import iter_corpus, write_corpus
+from ance_ir.data.qrels import write_qrels
+from ance_ir.datasets import resolve_corpus, resolve_qrels
+from ance_ir.documents import POOLINGS, document_qrels, documents_from_segments, pool_run
+from ance_ir.documents.segments import DEFAULT_DELIMITER
+
+
+def _stem(name: str) -> str:
+    """A qrels file's or dataset's name without folders and extensions (``a/qrels.test.txt`` -> ``qrels.test``)."""
+    return Path(name).name.removesuffix(".gz").removesuffix(".txt").removesuffix(".tsv")
+
+
+def _derive(args: argparse.Namespace) -> None:
+    documents = documents_from_segments(iter_corpus(resolve_corpus(args.corpus)), args.delimiter)
+    qrels = {name: document_qrels(resolve_qrels(name), args.delimiter) for name in args.qrels}
+    output = Path(args.output)
+    output.mkdir(parents=True, exist_ok=True)
+    write_corpus(documents, output / "corpus.jsonl")
+    for name, judged in qrels.items():
+        write_qrels(judged, output / f"qrels.{_stem(name)}.txt")
+    print(f"wrote {output}: {len(documents)} documents, qrels {', '.join(qrels)}", file=sys.stderr)
+
+
+def _split(args: argparse.Namespace) -> None:
+    from transformers import AutoTokenizer
+
+    from ance_ir.documents.passages import split_documents
+    from ance_ir.modeling.resolve import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(args.tokenizer))
+    documents = iter_corpus(resolve_corpus(args.corpus))
+    n = write_corpus(split_documents(documents, tokenizer, args.length, args.stride or args.length,
+                                     args.max_passages, args.delimiter), args.output)
+    print(f"wrote {args.output}: {n} passages", file=sys.stderr)
+
+
+def _pool(args: argparse.Namespace) -> None:
+    pooled = pool_run(read_run(args.run), args.pooling, args.hits, args.delimiter)
+    write_run(pooled, args.output, tag=args.run_tag or Path(args.output).name.split(".")[0])
+    print(f"wrote {args.output}: {len(pooled)} queries", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ance_ir.documents", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    derive = sub.add_parser("derive", help="documents and document qrels from a segmented corpus")
+    derive.add_argument("--corpus", required=True, help="corpus of segments (file or dataset name)")
+    derive.add_argument("--qrels", nargs="*", default=[], help="segment qrels (files or names) to turn into "
+                                                               "document qrels")
+    derive.add_argument("--output", required=True, help="folder to write corpus.jsonl and qrels.*.txt into")
+    split = sub.add_parser("split", help="documents cut into windows of model tokens (DOCID#K)")
+    split.add_argument("--corpus", required=True, help="document corpus (file or dataset name)")
+    split.add_argument("--tokenizer", required=True, help="the model whose tokenizer counts tokens (alias, dir, id)")
+    split.add_argument("--length", type=positive_int, default=510, help="tokens per window (default 510: 512 "
+                                                                        "with [CLS] and [SEP])")
+    split.add_argument("--stride", type=positive_int, help="tokens between window starts (default: --length)")
+    split.add_argument("--max-passages", type=positive_int, help="windows kept per document (1: FirstP; "
+                                                                 "default: all)")
+    split.add_argument("--output", required=True, help="passage corpus to write (JSONL, or TSV by extension)")
+    pool = sub.add_parser("pool", help="a passage run ranked by document (MaxP, FirstP)")
+    pool.add_argument("--run", required=True, help="TREC run of passages DOCID#K")
+    pool.add_argument("--pooling", choices=POOLINGS, default="max", help="max: MaxP; first: FirstP (default max)")
+    pool.add_argument("--hits", type=positive_int, default=100, help="documents per query (default 100)")
+    pool.add_argument("--output", required=True, help="TREC run file to write")
+    pool.add_argument("--run-tag", help="run tag (default: the output file's stem)")
+    for command in (derive, split, pool):
+        command.add_argument("--delimiter", default=DEFAULT_DELIMITER,
+                             help=f"separates a document id from the rest of a passage id "
+                                  f"(default {DEFAULT_DELIMITER})")
+    args = parser.parse_args(argv)
+    {"derive": _derive, "split": _split, "pool": _pool}[args.command](args)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
