@@ -66,6 +66,18 @@ def test_encode_writes_a_pyserini_index_with_meta(tmp_path, toy_collection, tiny
     np.testing.assert_allclose(vectors_of(out), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_passage_max_length_overrides_the_encoders_and_is_recorded(tmp_path, toy_collection, tiny_bert_dir):
+    out = tmp_path / "short"
+    encode(toy_collection["corpus"], tiny_bert_dir, out, "--pooling", "mean", "--passage-max-length", "3")
+    assert json.loads((out / "meta.json").read_text())["encoder_config"]["passage_max_length"] == 3
+    encoder = DenseEncoder.from_pretrained(str(tiny_bert_dir), pooling="mean", passage_max_length=3)
+    cut = encoder.encode_passages(list(TOY_PASSAGES.values()), precision="auto")
+    whole = DenseEncoder.from_pretrained(str(tiny_bert_dir), pooling="mean").encode_passages(
+        list(TOY_PASSAGES.values()), precision="auto")
+    np.testing.assert_allclose(vectors_of(out), cut, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(cut, whole, atol=1e-3)  # [CLS] + 1 token + [SEP]: the cut changed the vectors
+
+
 def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, tiny_bert_dir, count_encoded):
     calls, spy = count_encoded
     corpus, out = toy_collection["corpus"], tmp_path / "toy"

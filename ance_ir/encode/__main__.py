@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pooling", choices=("cls", "mean"), help="override the encoder's pooling")
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction,
                         help="override whether vectors are L2-normalised")
+    parser.add_argument("--passage-max-length", type=positive_int,
+                        help="override the encoder's passage length in tokens (e.g. 512 for FirstP documents)")
     parser.add_argument("--precision", default="auto", metavar="{auto,fp32,bf16,fp16,int8}",
                         help="auto (default): bf16 autocast where the CPU/GPU computes bf16 natively (nDCG@10 "
                              "within 0.005 of fp32, see docs/bench.md), fp16 on older GPUs, else fp32; "
@@ -130,7 +132,8 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
     """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
     from ance_ir.modeling.kinds import load_model
 
-    overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
+    overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize),
+                                   ("passage_max_length", args.passage_max_length)) if v is not None}
     encoder = load_model(args.encoder, **overrides)
     if encoder.index != "dense":
         raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no dense index")
