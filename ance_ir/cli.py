@@ -15,9 +15,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from ance_ir.bootstrap import VERBOSE_ENV
 from ance_ir.data import InputError
-
-VERBOSE_ENV = "ANCE_IR_VERBOSE"
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

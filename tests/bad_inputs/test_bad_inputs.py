@@ -343,3 +343,78 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_id(tmp_path, kind, text
     data = _read_all(kind, path)
     first = data[0].docid if kind == "corpus" else next(iter(data))
     assert first == expected
+
+
+def _parsers(monkeypatch) -> dict[str, list]:
+    """Every CLI's parser (and its subcommands' parsers), as built by its ``main``."""
+    from ance_ir.cli import ArgumentParser
+
+    built: list = []
+
+    def capture(self, args=None, namespace=None):
+        built.append(self)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ArgumentParser, "parse_args", capture)
+    parsers = {}
+    for name, main in MAINS.items():
+        built.clear()
+        with pytest.raises(SystemExit):
+            main([])
+        parsers[name] = [built[0], *(p for a in built[0]._actions if a.choices and isinstance(a.choices, dict)
+                                     for p in a.choices.values())]
+    return parsers
+
+
+def test_every_help_shows_every_default(monkeypatch):
+    import argparse
+
+    from ance_ir.cli import HelpFormatter
+
+    for parsers in _parsers(monkeypatch).values():
+        for parser in parsers:
+            text = parser.format_help()
+            assert "--debug" in text and "--verbose" in text, parser.prog
+            for action in parser._actions:
+                if not HelpFormatter._shows_default(action) or action.help == argparse.SUPPRESS:
+                    continue
+                entry = HelpFormatter(parser.prog)._format_action(action)
+                assert "default" in entry, f"{parser.prog} {action.option_strings}: {entry!r}"
+    bm25_search = _parsers(monkeypatch)["bm25"][2].format_help().split("options:", 1)[1]
+    for flag in ("--k1 K1", "--b B", "--hits HITS"):
+        assert "default" in bm25_search.split(flag, 1)[1].split("\n  --", 1)[0], flag
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(world, capfd):
+    def broken(argv):
+        return 1 / 0
+
+    for argv, traceback in (([], False), (["--debug"], True)):
+        with pytest.raises(SystemExit) as done:
+            run_cli(broken, argv)
+        err = capfd.readouterr().err
+        assert done.value.code == 1
+        assert ("Traceback (most recent call last)" in err) == traceback
+        assert err.strip().splitlines()[-1].startswith("error: ZeroDivisionError: division by zero")
+        assert len(err.strip().splitlines()) > 1 if traceback else len(err.strip().splitlines()) == 1
+    bad = ["--qrels", str(FILES / "qrels_grade.txt"), "--run", str(world / "run.trec"), "--debug"]
+    with pytest.raises(SystemExit) as done:
+        run_cli(eval_main, bad)
+    err = capfd.readouterr().err.strip().splitlines()
+    assert done.value.code == 2 and err[0] == "Traceback (most recent call last):"
+    assert err[-1] == f"error: {FILES / 'qrels_grade.txt'}:2: relevance 'high' is not an integer"
+
+
+def test_bm25_search_prints_no_jvm_warning_unless_verbose(world, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("ANCE_IR_VERBOSE", None)
+    argv = [sys.executable, "-m", "ance_ir.bm25", "search", "--index", str(world / "lucene"), "--topics",
+            str(world / "topics.tsv"), "--output", str(tmp_path / "run.trec")]
+    quiet = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == f"wrote {tmp_path / 'run.trec'}: 3 queries\n"
+    verbose = subprocess.run([*argv, "--verbose"], capture_output=True, text=True, env=env)
+    assert verbose.returncode == 0 and "WARNING" in verbose.stderr  # what --verbose lets through on this JDK
