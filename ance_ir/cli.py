@@ -1,12 +1,65 @@
-"""Shared command-line plumbing: one-line errors and a non-zero exit for bad input."""
+"""Shared command-line plumbing: the parser every CLI uses, one-line errors and a non-zero exit for bad input.
+
+Every CLI takes ``--debug`` (the traceback of any error, then its ``error:`` line) and ``--verbose`` (the
+JVM's and libraries' warnings, which are otherwise silenced); its ``--help`` shows each option's default.
+"""
 
 from __future__ import annotations
 
 import argparse
+import copy
+import math
+import os
 import sys
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
+from ance_ir.bootstrap import VERBOSE_ENV
 from ance_ir.data import InputError
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The description as written; ``(default: X)`` after each option's help unless it names its default."""
+
+    @staticmethod
+    def _shows_default(action: argparse.Action) -> bool:
+        return bool(action.option_strings) and action.default not in (None, False, argparse.SUPPRESS, [])
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if action.help is None and self._shows_default(action):
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"  # an option without help text still shows its default
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or not self._shows_default(action):
+            return text
+        default = action.default
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else "%(default)s"
+        return f"{text} (default: {shown})"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with :class:`HelpFormatter`, ``--debug``/``--verbose`` and a one-line ``error:`` for bad flags."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help="on an error, show its traceback too")
+        self.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                          help="show the JVM's and libraries' warnings (silenced otherwise)")
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extra = super().parse_known_args(args, namespace)
+        if getattr(parsed, "verbose", False):
+            os.environ[VERBOSE_ENV] = "1"
+        return parsed, extra
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
 def positive_int(value: str) -> int:
@@ -14,6 +67,24 @@ def positive_int(value: str) -> int:
     if not value.strip().isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
     return int(value)
+
+
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer >= 0."""
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def non_negative_float(value: str) -> float:
+    """argparse type: a finite number >= 0 (BM25's k1 and b, margins)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not (math.isfinite(number) and number >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value!r}")
+    return number
 
 
 def unit_float(value: str) -> float:
@@ -35,13 +106,37 @@ def hidden_alias(parser: argparse.ArgumentParser, *option_strings: str, dest: st
     parser.add_argument(*option_strings, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
 
 
-# what counts as bad input or a failed step (one ``error:`` line, exit 2) rather than a bug (a traceback)
-CLI_ERRORS = (InputError, FileNotFoundError, KeyError, ValueError, RuntimeError)
+# what counts as bad input or a failed step (one ``error:`` line, exit 2) rather than a bug (exit 1); an
+# OSError is a file that cannot be read or written (permissions, a folder where a file goes, a full disk)
+CLI_ERRORS = (InputError, OSError, KeyError, ValueError, RuntimeError)
 
 
 def error_message(error: BaseException) -> str:
-    """The text after ``error:`` for one of :data:`CLI_ERRORS`."""
+    """The text after ``error:`` for one of :data:`CLI_ERRORS`: ``FILE: reason`` for an OSError naming a file."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.filename}: {error.strerror or error}"
     return str(error.args[0] if isinstance(error, KeyError) and error.args else error)
+
+
+def check_output(path: str | Path, *, folder: bool = False) -> Path:
+    """Fail early (before any work) when ``path`` cannot be written as an output file (or ``folder``).
+
+    Raises :class:`InputError` for a folder where a file goes (or a file where a folder goes), a parent
+    that is a file, or a parent folder this process may not write into.
+    """
+    path = Path(path)
+    if path.is_dir() and not folder:
+        raise InputError(path, "is a folder; the output must be a file name")
+    if path.exists() and not path.is_dir() and folder:
+        raise InputError(path, "exists and is not a folder")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(parent, f"is not a folder, so {path} cannot be written")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(parent, f"is not writable, so {path} cannot be written")
+    return path
 
 
 def add_import_argument(parser: argparse.ArgumentParser) -> None:
@@ -59,13 +154,26 @@ def load_cli_plugins(imports: list[str]) -> None:
 
 
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
-    """Run ``main``; report :class:`InputError` and similar failures as one ``error:`` line and exit 2."""
+    """Run ``main``; report :class:`InputError` and similar failures as one ``error:`` line and exit 2.
+
+    Any other exception is a bug: one ``error:`` line naming its type and exit 1. With ``--debug`` the
+    traceback comes first.
+    """
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
         code = main(argv)
     except CLI_ERRORS as e:
+        if debug:
+            traceback.print_exc()
         print(f"error: {error_message(e)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback with --debug
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (an unexpected error: --debug shows the traceback)"
+        print(f"error: {type(e).__name__}: {e}{hint}", file=sys.stderr)
+        sys.exit(1)
     sys.exit(code or 0)

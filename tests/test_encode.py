@@ -156,7 +156,7 @@ def test_bad_shard_spec_is_rejected(tmp_path, toy_collection, tiny_bert_dir, cap
 @pytest.mark.parametrize(("lines", "message"), [
     (['{"id": "a", "contents": "x"}', '{"id": "b", "contents": "y"}', "{not json"], ":3: malformed JSON"),
     (['{"id": "a", "contents": "x"}', '{"id": "a", "contents": "y"}'], ":2: duplicate id 'a'"),
-    (['{"id": "a b", "contents": "x"}'], ": docid 'a b' is empty or contains whitespace"),
+    (['{"id": "a b", "contents": "x"}'], ":1: id 'a b' contains whitespace"),
 ])
 def test_bad_corpus_fails_with_one_line_and_leaves_nothing(tmp_path, tiny_bert_dir, capsys, lines, message):
     corpus = tmp_path / "corpus.jsonl"

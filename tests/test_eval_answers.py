@@ -175,4 +175,5 @@ def test_cli_answers_errors(qa):
                  ["--answers", str(tmp / "answers.jsonl"), "--corpus", "c", "--run", "r", "--metrics", "map"],
                  ["--qrels", "q", "--run", "r", "--k", "5"]):
         result = cli(*argv)
-        assert result.returncode == 2 and "python -m ance_ir.eval: error:" in result.stderr
+        assert result.returncode == 2 and result.stderr.startswith("error: ")
+        assert result.stderr.endswith("(see python -m ance_ir.eval --help)\n") and result.stderr.count("\n") == 1

@@ -52,7 +52,7 @@ def test_json_config_and_round_trip(tmp_path):
     (REQUIRED + "\nnegatives: hard\n", 6, "negatives.name: must be one of random, inbatch, bm25, dpr, ance, static"),
     (REQUIRED + "precision: fp8\n", 5, "precision: must be one of fp32, bf16, fp16"),
     (REQUIRED + "negative_exclude_grade: 3\n", 5, "must not exceed min_positive_grade"),
-    (REQUIRED + "lr: [1\n", 6, "not valid YAML"),
+    (REQUIRED + "lr: [1\n", 5, "not valid YAML"),  # the unclosed list, not the end of file
     (REQUIRED + "lr: 1e-5\nseed: 1\nlr: 2e-5\n", 7, "'lr' given twice \\(first on line 5\\)"),
     ("- a\n- b\n", 1, "expected a mapping"),
 ])

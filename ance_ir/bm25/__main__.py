@@ -6,42 +6,42 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from ance_ir.cli import positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_output, non_negative_float, positive_int, run_cli
 from ance_ir.data import write_run
 from ance_ir.datasets import resolve_corpus, resolve_topics
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.bm25", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.bm25", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     index_p = sub.add_parser("index", help="build a Lucene index")
     index_p.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
     index_p.add_argument("--output", required=True, help="index folder to create")
-    index_p.add_argument("--threads", type=positive_int, default=2)
+    index_p.add_argument("--threads", type=positive_int, default=2, help="indexing threads")
     search_p = sub.add_parser("search", help="batch BM25 search to a TREC run")
     search_p.add_argument("--index", required=True, help="Lucene index folder")
     search_p.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-test, dl19)")
     search_p.add_argument("--output", required=True, help="TREC run file to write")
-    search_p.add_argument("--k1", type=float, default=0.9)
-    search_p.add_argument("--b", type=float, default=0.4)
+    search_p.add_argument("--k1", type=non_negative_float, default=0.9, help="BM25 term-frequency saturation")
+    search_p.add_argument("--b", type=non_negative_float, default=0.4, help="BM25 length normalisation")
     search_p.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
-    search_p.add_argument("--threads", type=positive_int, default=2)
-    search_p.add_argument("--run-tag", default="bm25")
+    search_p.add_argument("--threads", type=positive_int, default=2, help="search threads")
+    search_p.add_argument("--run-tag", default="bm25", help="the run file's last column")
     args = parser.parse_args(argv)
 
     if args.command == "index":
         from ance_ir.bm25 import build_lucene_index
 
+        check_output(args.output, folder=True)
         out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
         print(f"wrote Lucene index {out}", file=sys.stderr)
         return 0
 
     from ance_ir.bm25 import BM25Searcher
 
+    check_output(args.output)
     topics = resolve_topics(args.topics)
     run = BM25Searcher(args.index, args.k1, args.b).search(topics, hits=args.hits, threads=args.threads)
     write_run(run, args.output, tag=args.run_tag)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from ance_ir.data import atomic_directory, iter_corpus
+from ance_ir.data import atomic_directory, iter_corpus, output_lock, remove_stale_temporaries
 
 
 def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2) -> Path:
@@ -16,19 +19,43 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2)
 
     The corpus is validated and normalised first (``contents`` = title + text, one JsonCollection file),
     so bad input fails with a file:line error before Java starts. The index is written to a temporary
-    folder and moved into place only when indexing succeeded. Raw documents are stored.
+    folder and moved into place only when indexing succeeded. Raw documents are stored. The build holds
+    a lock on ``output``; its corpus copy and index are temporaries beside it, and those a killed build
+    left are removed by the next one.
     """
     output = Path(output)
-    with tempfile.TemporaryDirectory(prefix="ance-ir-bm25-") as staging:
-        with open(Path(staging) / "docs.jsonl", "w", encoding="utf-8") as f:
+    with output_lock(output), _staging(output) as staging:
+        with open(staging / "docs.jsonl", "w", encoding="utf-8") as f:
             for p in iter_corpus(corpus):
                 f.write(json.dumps({"id": p.docid, "contents": p.text}, ensure_ascii=False) + "\n")
         with atomic_directory(output) as tmp:
             cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene",
-                   "--collection", "JsonCollection", "--input", staging, "--index", str(tmp),
+                   "--collection", "JsonCollection", "--input", str(staging), "--index", str(tmp),
                    "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads), "--storeRaw"]
-            result = subprocess.run(cmd, capture_output=True, text=True)
+            result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_die_with_parent)
             if result.returncode != 0 or not any(tmp.glob("segments*")):
                 tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
                 raise RuntimeError(f"Pyserini indexing of {corpus} failed:\n{tail}")
     return output
+
+
+@contextmanager
+def _staging(output: Path) -> Iterator[Path]:
+    """A temporary folder beside ``output`` for the corpus copy, after removing what a killed build left."""
+    for stale in remove_stale_temporaries(output):
+        print(f"removed {stale}, left by an interrupted build", file=sys.stderr)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.corpus.", suffix=".tmp", dir=output.parent))
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the indexer's process (Linux): be killed when this process dies, so a ``kill -9`` of the build
+    leaves no indexer writing into temporaries that the next build removes."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

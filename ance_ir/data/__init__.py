@@ -1,6 +1,6 @@
 """Readers and writers for corpora, topics, qrels and runs; every bad line raises :class:`InputError`."""
 
-from ance_ir.data.atomic import atomic_directory, atomic_write
+from ance_ir.data.atomic import atomic_directory, atomic_write, output_lock, remove_stale_temporaries
 from ance_ir.data.checksum import sha256_file
 from ance_ir.data.corpus import Passage, iter_corpus, load_corpus, write_corpus
 from ance_ir.data.errors import InputError
@@ -11,7 +11,7 @@ from ance_ir.data.topics import Topics, read_topics, read_topics_jsonl, read_top
 
 __all__ = [
     "GroupPassage", "InputError", "Passage", "Qrels", "Run", "Topics", "TrainingGroup", "atomic_directory",
-    "atomic_write", "iter_corpus", "load_corpus", "positives", "read_groups", "read_qrels", "read_run",
-    "read_topics", "read_topics_jsonl", "read_topics_tsv", "sha256_file", "truncate", "write_corpus", "write_groups",
-    "write_qrels", "write_run", "write_topics_tsv",
+    "atomic_write", "iter_corpus", "load_corpus", "output_lock", "positives", "read_groups", "read_qrels",
+    "read_run", "read_topics", "read_topics_jsonl", "read_topics_tsv", "remove_stale_temporaries", "sha256_file",
+    "truncate", "write_corpus", "write_groups", "write_qrels", "write_run", "write_topics_tsv",
 ]

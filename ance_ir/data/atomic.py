@@ -1,7 +1,13 @@
-"""Atomic writes: build output under a temporary name, rename it into place only on success."""
+"""Atomic writes: build output under a temporary name, rename it into place only on success.
+
+Temporaries are named ``.NAME.*.tmp`` beside the output ``NAME``; a job that can run long takes
+:func:`output_lock` on its output and, holding it, removes the temporaries a killed run left
+(:func:`remove_stale_temporaries`).
+"""
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import io
 import os
@@ -11,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from ance_ir.data.errors import InputError
 
 
 def _umask() -> int:
@@ -75,3 +83,68 @@ def atomic_directory(path: str | Path, overwrite: bool = True) -> Iterator[Path]
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextmanager
+def output_lock(path: str | Path) -> Iterator[Path]:
+    """Hold an exclusive lock on the output ``path`` for the block (``.NAME.lock`` beside it, removed after).
+
+    Raises :class:`InputError` at once when another process holds it: two writers never share an output.
+    Parent folders it had to create are removed again if the block leaves them empty.
+    """
+    path = Path(path)
+    created = [p for p in path.parents if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(f".{path.name}.lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise InputError(path, f"another process (pid {holder}) is writing this output (it holds {lock}); "
+                                   "wait for it to finish or choose another output") from None
+        try:  # the previous holder may have removed the file between our open and flock: take the new one
+            current = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield lock
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+        for folder in created:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty: the output is in it
+                break
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Remove the ``.NAME.*.tmp`` and ``.NAME.old`` left beside ``path`` by a killed run; call under
+    :func:`output_lock`. Returns what was removed."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    stale = [*path.parent.glob(f".{glob_escape(path.name)}.*.tmp"), path.with_name(f".{path.name}.old")]
+    removed = []
+    for p in stale:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.exists():
+            p.unlink(missing_ok=True)
+        else:
+            continue
+        removed.append(p)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters taken literally."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)

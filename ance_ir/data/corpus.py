@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
-from ance_ir.data.lines import iter_lines, split_columns
+from ance_ir.data.lines import check_id, iter_lines, split_columns
 
 
 class Passage(NamedTuple):
@@ -80,7 +80,7 @@ def _parse_json(path: Path, lineno: int, obj: dict, fields: JsonFields, first: b
         title = ""
     if not isinstance(title, str):
         raise InputError(path, 'non-string "title"', lineno)
-    return Passage(str(docid), contents, title)
+    return Passage(check_id(path, lineno, "id", str(docid)), contents, title)
 
 
 def iter_corpus(path: str | Path) -> Iterator[Passage]:
@@ -97,9 +97,7 @@ def iter_corpus(path: str | Path) -> Iterator[Passage]:
     for lineno, line in iter_lines(path):
         if tsv:
             docid, contents = split_columns(path, lineno, line, "\t", (2,))
-            if not docid.strip():
-                raise InputError(path, "empty id", lineno)
-            passage = Passage(docid, contents)
+            passage = Passage(check_id(path, lineno, "id", docid), contents)
         else:
             obj = _json_object(path, lineno, line)
             first = fields is None

@@ -3,30 +3,42 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 from ance_ir.data.errors import InputError, require_file
 
+BOM = "\ufeff"
+
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` for the non-blank lines of a text file, line ends stripped.
 
-    Raises :class:`InputError` for a missing or empty file, undecodable bytes, or no content lines.
+    Lines are decoded one by one, so a byte that is not UTF-8 is reported on its own line. A UTF-8
+    byte-order mark at the start of the file is dropped (it would otherwise become part of the first id).
+    Raises :class:`InputError` for a missing or empty file, undecodable bytes, a broken gzip stream, or no
+    content lines.
     """
     path = require_file(path)
     opener = gzip.open if path.suffix == ".gz" else open
     seen = False
-    with opener(path, "rt", encoding="utf-8", newline="") as f:
-        lineno = 0
-        try:
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
-                line = raw.rstrip("\r\n")
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as e:
+                    raise InputError(path, f"not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)",
+                                     lineno) from None
+                if lineno == 1:
+                    line = line.removeprefix(BOM)
                 if line.strip():
                     seen = True
                     yield lineno, line
-        except UnicodeDecodeError as e:
-            raise InputError(path, f"not UTF-8 text ({e.reason})", lineno + 1) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise InputError(path, f"broken gzip file ({e or type(e).__name__})", lineno + 1) from None
     if not seen:
         raise InputError(path, "file has no content lines")
 
@@ -38,3 +50,13 @@ def split_columns(path: str | Path, lineno: int, line: str, sep: str | None, exp
         want = " or ".join(str(n) for n in expected)
         raise InputError(path, f"expected {want} columns, found {len(cols)}", lineno)
     return cols
+
+
+def check_id(path: str | Path, lineno: int, kind: str, value: str) -> str:
+    """``value`` as an id: non-empty and without whitespace (TREC runs and qrels are whitespace-separated)."""
+    if not value:
+        raise InputError(path, f"empty {kind}", lineno)
+    if any(c.isspace() for c in value):
+        raise InputError(path, f"{kind} {value!r} contains whitespace (TREC run and qrels files could not hold it)",
+                         lineno)
+    return value

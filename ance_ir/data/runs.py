@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +25,8 @@ def read_run(path: str | Path) -> Run:
             value = float(score)
         except ValueError:
             raise InputError(path, f"rank {rank!r} or score {score!r} is not a number", lineno) from None
+        if not math.isfinite(value):
+            raise InputError(path, f"score {score!r} is not a finite number", lineno)
         if (qid, docid) in seen:
             raise InputError(path, f"document {docid!r} appears twice for query {qid!r}", lineno)
         seen.add((qid, docid))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
-from ance_ir.data.lines import iter_lines, split_columns
+from ance_ir.data.lines import check_id, iter_lines, split_columns
 
 Topics = dict[str, str]
 
@@ -23,8 +23,9 @@ QUERY_FIELDS = {"BEIR": ("_id", "text"), "Tevatron": ("query_id", "query")}
 
 
 def _add(topics: Topics, path: str | Path, lineno: int, qid: str, query: str) -> None:
-    if not qid:
-        raise InputError(path, "empty query id", lineno)
+    check_id(path, lineno, "query id", qid)
+    if not query.strip():
+        raise InputError(path, f"query {qid!r} has no text", lineno)
     if qid in topics:
         raise InputError(path, f"duplicate query id {qid!r}", lineno)
     topics[qid] = query.strip()

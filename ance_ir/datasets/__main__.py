@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import ArgumentParser, run_cli
 from ance_ir.datasets import anserini
 from ance_ir.datasets.registry import DATASETS, RAG24_SPLITS, dataset_dir, fetch
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.datasets", description=__doc__)
+    parser = ArgumentParser(prog="python -m ance_ir.datasets", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list datasets and topic/qrels names")
     fetch_p = sub.add_parser("fetch", help="download and prepare a dataset")

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.cli import add_import_argument, load_cli_plugins, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, add_import_argument, check_output, load_cli_plugins, positive_int, run_cli
 from ance_ir.datasets import resolve_corpus
 from ance_ir.encode.corpus_encoder import Shard, encode_corpus
 from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
@@ -37,17 +37,19 @@ def _shard(spec: str) -> Shard:
 
 
 def _report(dense: DenseIndex) -> None:
+    params = ", ".join(f"{k}={v}" for k, v in dense.meta["index_params"].items())
     print(f"wrote {dense.folder}: {len(dense)} vectors of dimension {dense.dim}, "
-          f"{dense.meta['index_type']} index {dense.meta['index_params']}", file=sys.stderr)
+          f"{dense.meta['index_type']} index" + (f" ({params})" if params else ""), file=sys.stderr)
 
 
 def merge_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.encode merge",
+    parser = ArgumentParser(prog="python -m ance_ir.encode merge",
                                      description="merge dense indexes (shards in shard order) into one")
     parser.add_argument("--inputs", nargs="+", required=True, help="index folders to merge")
     parser.add_argument("--output", required=True, help="merged index folder to create")
     parser.add_argument("--index-type", choices=INDEX_TYPES, help="default: the inputs' type")
     args = parser.parse_args(argv)
+    check_output(args.output, folder=True)
     _report(merge_indexes(args.inputs, args.output, args.index_type))
     return 0
 
@@ -56,14 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge"]:
         return merge_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.encode", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.encode", description=__doc__)
     parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
     parser.add_argument("--encoder", required=True,
                         help="model dir, training run folder (its final/ model), alias (e.g. minilm) or HF id")
     parser.add_argument("--output", required=True, help="index folder to create, e.g. indexes/NAME")
-    parser.add_argument("--index-type", choices=INDEX_TYPES, default="flat")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--index-type", choices=INDEX_TYPES, default="flat", help="faiss index to build")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="passages per forward pass")
     parser.add_argument("--chunk-size", type=positive_int, default=2048, help="passages per resumable chunk")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     parser.add_argument("--shard", type=_shard, help="encode only shard i/n (a contiguous slice)")
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
     args = parser.parse_args(argv)
+    check_output(args.output, folder=True)
     load_cli_plugins(args.imports)
     launch = Launch.from_env()
     if launch is None:

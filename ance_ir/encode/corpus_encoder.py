@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, sha256_file
+from ance_ir.data import (
+    InputError,
+    Passage,
+    atomic_write,
+    iter_corpus,
+    output_lock,
+    remove_stale_temporaries,
+    sha256_file,
+)
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -142,14 +150,35 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
     corpus, output = Path(corpus), Path(output)
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
+    with output_lock(output):
+        return _encode_locked(corpus, encoder, output, encoder_name=encoder_name, index_type=index_type,
+                              batch_size=batch_size, chunk_size=chunk_size, shard=shard, show_progress=show_progress)
+
+
+def _remove_stale(output: Path, work: Path) -> None:
+    """Remove the temporaries a killed run left beside ``output`` and among the finished chunks in ``work``."""
+    stale = remove_stale_temporaries(output)
+    if work.is_dir():
+        for p in work.glob(".*.tmp"):
+            p.unlink(missing_ok=True)
+            stale.append(p)
+    if stale:
+        print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
+
+
+def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder_name: str, index_type: str,
+                   batch_size: int, chunk_size: int, shard: Shard | None, show_progress: bool) -> DenseIndex:
+    from ance_ir.modeling import resolve_precision
+
     total = _count_passages(corpus)
     positions = shard.positions(total) if shard else range(total)
     if not positions:
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "kind": encoder.kind, "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
-           "chunk_size": chunk_size}
+           "chunk_size": chunk_size, "precision": resolve_precision(encoder.inference_precision, encoder.device)}
     work = work_folder(output)
+    _remove_stale(output, work)
     if work.is_dir():
         _check_job(work, job)
     docids: list[str] = []

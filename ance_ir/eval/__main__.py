@@ -37,7 +37,7 @@ import argparse
 import json
 import sys
 
-from ance_ir.cli import positive_int, run_cli, unit_float
+from ance_ir.cli import ArgumentParser, positive_int, run_cli, unit_float
 from ance_ir.data import Run, read_run
 from ance_ir.eval import (
     DEFAULT_METRICS,
@@ -50,9 +50,8 @@ from ance_ir.eval import (
 from ance_ir.eval.significance import CORRECTIONS
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.eval", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m ance_ir.eval", description=__doc__)
     parser.add_argument("--qrels", help="TREC qrels file or name (e.g. rag24-mini-test, dl19)")
     parser.add_argument("--run", required=True, action="extend", nargs="+", metavar="RUN",
                         help="TREC run file; several (--run A --run B, or --run A B) compare each with the first")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ance_ir.cli import hidden_alias, positive_int, run_cli, unit_float
+from ance_ir.cli import ArgumentParser, check_output, hidden_alias, non_negative_int, positive_int, run_cli, unit_float
 from ance_ir.data import read_run, write_run
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate, reciprocal_rank_fusion
@@ -25,23 +25,24 @@ from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, sweep_alpha
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
-    parser.add_argument("--method", choices=["interpolation", "rrf"], default="rrf")
+    parser.add_argument("--method", choices=["interpolation", "rrf"], default="rrf", help="how runs are fused")
     parser.add_argument("--alpha", type=unit_float, default=0.5,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
     parser.add_argument("--tune", metavar="QRELS", help="choose alpha by nDCG@10 on these qrels (training topics)")
     parser.add_argument("--alphas", type=unit_float, nargs="+", default=list(DEFAULT_ALPHAS), help="alphas to try")
-    parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=int, default=60, help="RRF constant")
+    parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=non_negative_int, default=60,
+                        help="RRF constant k in 1 / (k + rank)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits written per query (default 1000)")
     hidden_alias(parser, "--k", dest="hits", type=positive_int)  # the old spelling (Pyserini's fusion CLI's)
     # hits read from each run per query; default max(--hits, 1000). Not documented: --hits is the one depth.
     parser.add_argument("--depth", type=positive_int, help=argparse.SUPPRESS)
     parser.add_argument("--output", required=True, help="TREC run file to write")
-    parser.add_argument("--run-tag", default="ance-ir-fusion")
+    parser.add_argument("--run-tag", default="ance-ir-fusion", help="the run file's last column")
     args = parser.parse_args(argv)
     depth = args.depth or max(args.hits, 1000)
+    check_output(args.output)
 
     runs = [read_run(path) for path in args.runs]
     if args.method == "interpolation":

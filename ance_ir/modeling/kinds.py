@@ -78,9 +78,10 @@ def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: A
     that records none (a plain Hugging Face model) is loaded as ``kind`` (default ``dense``).
     ``overrides`` go to the kind's ``from_pretrained`` (e.g. pooling for ``dense``).
     """
-    from ance_ir.modeling.resolve import resolve_model_path
+    from ance_ir.modeling.resolve import check_loadable, resolve_model_path
 
     path = resolve_model_path(name_or_path)
+    check_loadable(path)
     recorded = saved_kind(path) if Path(path).is_dir() else None
     if recorded is not None and kind is not None and recorded != kind:
         raise ValueError(f"{name_or_path}: is a {recorded!r} model, expected a {kind!r} model")

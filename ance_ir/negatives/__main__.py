@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ance_ir.cli import add_import_argument, load_cli_plugins, run_cli
+from ance_ir.cli import ArgumentParser, add_import_argument, check_output, load_cli_plugins, run_cli
 from ance_ir.negatives.sources import CANDIDATE_SOURCES
 
 
@@ -46,9 +46,8 @@ def _non_negative_float(value: str) -> float:
     return number
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.negatives", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m ance_ir.negatives", description=__doc__)
     data = parser.add_argument_group("data")
     data.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-train)")
     data.add_argument("--qrels", help="qrels file or name (default: the topics' own, for a topics name)")
@@ -120,6 +119,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_output(args.output)
     load_cli_plugins(args.imports)
 
     from ance_ir.data import write_groups
@@ -141,15 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         progress=lambda line: print(f"{line} ...", file=sys.stderr))
 
     qrels_name = args.qrels or args.topics
+    if not groups:
+        raise ValueError(f"no training groups: no topic of {args.topics} has a passage of {args.corpus} judged "
+                         f">= {args.min_positive_grade} in {qrels_name}")
     if report.positives_not_in_corpus:
         print(f"note: {report.positives_not_in_corpus} positives of {qrels_name} are not in the corpus; skipped",
               file=sys.stderr)
     if report.without_positive:
         print(f"note: {report.without_positive} topics have no passage of the corpus judged >= "
               f"{args.min_positive_grade}; no group for them", file=sys.stderr)
-    if not groups:
-        raise ValueError(f"no training groups: no topic of {args.topics} has a passage of {args.corpus} judged "
-                         f">= {args.min_positive_grade} in {qrels_name}")
     if report.candidates_not_in_corpus:
         print(f"note: {report.candidates_not_in_corpus} candidates are not in the corpus; never used as negatives",
               file=sys.stderr)

@@ -9,15 +9,13 @@ and negatives staleness with training speed. Works on a run that is still traini
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import ArgumentParser, run_cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.plot", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.plot", description=__doc__)
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="training output folder(s)")
     parser.add_argument("--output", help="folder for the PNGs (default: RUN_DIR/plots for a single run)")
     args = parser.parse_args(argv)

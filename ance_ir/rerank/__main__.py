@@ -22,17 +22,15 @@ or a Hugging Face sequence-classification checkpoint with one label (``cross-enc
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from ance_ir.cli import add_import_argument, load_cli_plugins, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, add_import_argument, check_output, load_cli_plugins, positive_int, run_cli
 from ance_ir.train.settings import INFERENCE_PRECISIONS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.rerank", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.rerank", description=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="first-stage TREC run file to rerank")
     source.add_argument("--groups", help="training groups (JSONL) to score: write them with the model's scores")
@@ -63,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{flag} must be at least 1, got {value}")
     if args.run and not args.topics:
         raise ValueError("--run needs --topics (the queries' texts)")
+    check_output(args.output)
     load_cli_plugins(args.imports)
 
     import torch
@@ -83,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         topics = resolve_topics(args.topics)
         first_stage = read_run(args.run)
         check_run(first_stage, topics, args.run, args.topics)
+        qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     model = load_model(args.model, "cross-encoder",
                        **({"max_length": args.max_length} if args.max_length else {}))
     if model.fresh_head:
@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     write_run(run, args.output, tag=args.run_tag or Path(args.output).stem.removesuffix(".trec"))
     pairs = sum(min(len(r), args.depth) for r in first_stage.values())
     print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked", file=sys.stderr)
-    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     if qrels:
         from ance_ir.eval import evaluate, format_table
 

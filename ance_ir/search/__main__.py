@@ -22,15 +22,22 @@ import argparse
 import sys
 from pathlib import Path
 
-from ance_ir.cli import add_import_argument, load_cli_plugins, positive_int, run_cli, unit_float
+from ance_ir.cli import (
+    ArgumentParser,
+    add_import_argument,
+    check_output,
+    load_cli_plugins,
+    positive_int,
+    run_cli,
+    unit_float,
+)
 from ance_ir.data import write_run
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.search", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.search", description=__doc__)
     parser.add_argument("--topics", required=True, help="topics TSV file or name (rag24-mini-test, dl19, ...)")
     parser.add_argument("--index", required=True, help="dense index folder or Pyserini prebuilt dense index name")
     parser.add_argument("--encoder", help="model dir, training run folder, alias or HF id (default: the one in "
@@ -41,17 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction,
                         help="L2-normalise query vectors (default: the index's meta.json, else the encoder's own)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
-    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
     parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
-    parser.add_argument("--fusion", choices=["interpolation", "rrf"], default="interpolation")
+    parser.add_argument("--fusion", choices=["interpolation", "rrf"], default="interpolation",
+                        help="how --bm25-index's run and the dense run are fused")
     parser.add_argument("--alpha", type=unit_float, default=0.1,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
     add_import_argument(parser)
     args = parser.parse_args(argv)
+    check_output(args.output)
     load_cli_plugins(args.imports)
 
     import faiss
@@ -64,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
+    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     index = load_dense_index(resolve_index(args.index))
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
     encoder = encoder_for_index(index, args.encoder, **overrides)
@@ -81,7 +91,6 @@ def main(argv: list[str] | None = None) -> int:
 
     write_run(run, args.output, tag=args.run_tag or Path(args.output).stem)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
-    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     if qrels:
         from ance_ir.eval import evaluate, format_table
 

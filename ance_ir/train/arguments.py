@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from ance_ir.cli import ArgumentParser
 from ance_ir.data import InputError, atomic_write
 from ance_ir.train.settings import (
     LEGACY,
@@ -157,8 +158,8 @@ def read_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise InputError(path, f"not valid YAML or JSON ({getattr(e, 'problem', None) or e})",
-                         mark.line + 1 if mark else None) from None
+        line = min(mark.line + 1, len(text.splitlines()) or 1) if mark else None  # end of file: its last line
+        raise InputError(path, f"not valid YAML or JSON ({getattr(e, 'problem', None) or e})", line) from None
     if data is None:
         return {}, {}
     if not isinstance(data, dict):
@@ -277,8 +278,8 @@ def check_resumable(saved: TrainConfig, now: TrainConfig, where: Path) -> list[s
     return changed
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
         prog="python -m ance_ir.train", argument_default=argparse.SUPPRESS,
         description="Train a retriever (ANCE, BM25 warm-up, the baselines, or any registered task). Settings "
                     "come from --config FILE (YAML/JSON, in sections or flat), then flags. Rerunning with the "
@@ -312,6 +313,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
     """The config from ``--config`` and flags, and whether ``--resume`` was given."""
     args = vars(build_parser().parse_args(argv))
     path, resume = args.pop("config", None), args.pop("resume", False)
+    args.pop("debug", None), args.pop("verbose", None)  # run_cli's and the JVM's, not settings
     for item in args.pop("set", None) or []:
         key, sep, value = item.partition("=")
         if not sep or "." not in key:

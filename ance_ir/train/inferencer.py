@@ -12,7 +12,6 @@ is doing. The trainer starts it by itself in ``refresh_mode: async``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
-from ance_ir.cli import run_cli
+from ance_ir.cli import ArgumentParser, run_cli
 from ance_ir.train.arguments import TrainConfig
 from ance_ir.train.checkpoint import latest_checkpoint, step_of
 from ance_ir.train.distributed import pick_device
@@ -77,8 +76,7 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.train.inferencer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.train.inferencer", description=__doc__)
     parser.add_argument("output", help="the training run folder (holds config.json and checkpoints/)")
     parser.add_argument("--once", action="store_true", help="refresh the newest checkpoint if needed, then exit")
     parser.add_argument("--parent-pid", type=int, help="exit when this process (the trainer) is gone")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -94,10 +95,20 @@ class Trainer:
         start = latest_checkpoint(self.run)
         if resume and start is None:
             raise ValueError(f"{self.run.root}: no checkpoint to resume from")
+        fresh = start is None and not self.run.root.exists()
         if self.dist.is_main:
             self._prepare_output(start)
         self.dist.barrier()
+        try:
+            self._setup(start)
+        except BaseException:
+            if fresh and self.dist.is_main:  # bad data or model: leave no half-made run folder behind
+                shutil.rmtree(self.run.root, ignore_errors=True)
+            raise
 
+    def _setup(self, start: Path | None) -> None:
+        """Load the data, the model (from ``start`` when resuming), the task, the optimizer and schedule."""
+        config = self.config
         if self.dist.is_main:  # first, so that a dataset is fetched once
             self.data = TrainData.load(config)
         self.dist.barrier()

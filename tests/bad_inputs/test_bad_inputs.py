@@ -1,0 +1,420 @@
+"""Bad input to every CLI: exit 2, one line ``error: FILE[:LINE]: what``, and nothing written or left behind.
+
+Each case runs a CLI's ``main`` in-process through ``run_cli`` (as ``python -m`` does). ``{W}`` is a shared
+folder of good inputs (toy corpus, topics, qrels, runs, tiny models, a dense and a Lucene index), ``{F}``
+the bad files beside this module, ``{T}`` the case's own folder, where ``make`` puts its files first; the
+case's output goes to ``{T}`` too. After the error, ``{T}`` and ``{W}`` hold exactly what they held before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
+
+from ance_ir.bm25.__main__ import main as bm25_main
+from ance_ir.cli import run_cli
+from ance_ir.datasets.__main__ import main as datasets_main
+from ance_ir.encode.__main__ import main as encode_main
+from ance_ir.eval.__main__ import main as eval_main
+from ance_ir.fusion.__main__ import main as fusion_main
+from ance_ir.negatives.__main__ import main as negatives_main
+from ance_ir.rerank.__main__ import main as rerank_main
+from ance_ir.search.__main__ import main as search_main
+from ance_ir.train.__main__ import main as train_main
+
+FILES = Path(__file__).resolve().parent / "files"
+MAINS = {"bm25": bm25_main, "encode": encode_main, "search": search_main, "fusion": fusion_main, "eval": eval_main,
+         "train": train_main, "negatives": negatives_main, "rerank": rerank_main, "datasets": datasets_main}
+
+NOT_UTF8_AT_151 = b"".join(b"d%d\tpassage number %d\n" % (i, i) for i in range(1, 151)) + b"d151\tcaf\xe9\n"
+TRAIN_YAML = ("output: {T}/run\nmodel: {W}/model\ncorpus: {W}/corpus.jsonl\ntrain_topics: {W}/topics.tsv\n"
+              "train_qrels: {W}/qrels.txt\nnegatives: random\nmax_steps: 2\nbatch_size: 2\ndevice: cpu\n"
+              "progress: false\n")
+
+
+class Case(NamedTuple):
+    cli: str
+    argv: str  # split on spaces after filling in {W}, {F}, {T}
+    where: str  # the error's FILE[:LINE] ("" for a bad flag)
+    what: str  # a fragment of the message after it
+    make: dict[str, str | bytes | None] = {}  # files ({T}-relative; None: a folder) the case needs first
+
+
+BM25_SEARCH = "search --index {W}/lucene --topics {W}/topics.tsv --output {T}/run.trec"
+ENCODE = "--corpus {W}/corpus.jsonl --encoder {W}/model --output {T}/index"
+SEARCH = "--topics {W}/topics.tsv --index {W}/dense --output {T}/run.trec"
+FUSION = "--runs {W}/run.trec {W}/run2.trec --output {T}/fused.trec"
+EVAL = "--qrels {W}/qrels.txt --run {W}/run.trec"
+NEGATIVES = "--topics {W}/topics.tsv --qrels {W}/qrels.txt --corpus {W}/corpus.jsonl --output {T}/groups.jsonl"
+RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl --model {W}/ce --output {T}/ce.trec"
+
+CASES = {
+    # bm25 index: every defect of a corpus file, before Java starts
+    "bm25-index-missing-corpus": Case("bm25", "index --corpus {T}/nope.jsonl --output {T}/ix", "{T}/nope.jsonl",
+                                      "no such corpus file"),
+    "bm25-index-empty-corpus": Case("bm25", "index --corpus {F}/empty.tsv --output {T}/ix", "{F}/empty.tsv",
+                                    "file is empty"),
+    "bm25-index-blank-corpus": Case("bm25", "index --corpus {F}/blank.tsv --output {T}/ix", "{F}/blank.tsv",
+                                    "no content lines"),
+    "bm25-index-malformed-json": Case("bm25", "index --corpus {F}/corpus_malformed.jsonl --output {T}/ix",
+                                      "{F}/corpus_malformed.jsonl:2", "malformed JSON"),
+    "bm25-index-json-array": Case("bm25", "index --corpus {F}/corpus_array.jsonl --output {T}/ix",
+                                  "{F}/corpus_array.jsonl:1", "expected a JSON object"),
+    "bm25-index-no-id": Case("bm25", "index --corpus {F}/corpus_no_id.jsonl --output {T}/ix",
+                             "{F}/corpus_no_id.jsonl:2", 'missing or empty "id"'),
+    "bm25-index-duplicate-id": Case("bm25", "index --corpus {F}/corpus_duplicate.jsonl --output {T}/ix",
+                                    "{F}/corpus_duplicate.jsonl:3", "duplicate id 'd1' (first on line 1)"),
+    "bm25-index-space-in-docid": Case("bm25", "index --corpus {F}/corpus_space_id.jsonl --output {T}/ix",
+                                      "{F}/corpus_space_id.jsonl:2", "id 'd 2' contains whitespace"),
+    "bm25-index-space-in-tsv-docid": Case("bm25", "index --corpus {F}/corpus_space_id.tsv --output {T}/ix",
+                                          "{F}/corpus_space_id.tsv:2", "id 'd 2' contains whitespace"),
+    "bm25-index-tsv-columns": Case("bm25", "index --corpus {F}/corpus_columns.tsv --output {T}/ix",
+                                   "{F}/corpus_columns.tsv:2", "expected 2 columns, found 3"),
+    "bm25-index-text-not-string": Case("bm25", "index --corpus {F}/corpus_number_text.jsonl --output {T}/ix",
+                                       "{F}/corpus_number_text.jsonl:1", 'non-string "contents"'),
+    "bm25-index-not-utf8-line-151": Case("bm25", "index --corpus {T}/c.tsv --output {T}/ix", "{T}/c.tsv:151",
+                                         "not UTF-8", {"c.tsv": NOT_UTF8_AT_151}),
+    "bm25-index-broken-gzip": Case("bm25", "index --corpus {F}/corpus_not_gzip.jsonl.gz --output {T}/ix",
+                                   "{F}/corpus_not_gzip.jsonl.gz:1", "broken gzip file"),
+    "bm25-index-folder-without-corpus": Case("bm25", "index --corpus {T}/data --output {T}/ix",
+                                             "{T}/data/corpus.jsonl", "no such file", {"data": None}),
+    "bm25-index-output-is-a-file": Case("bm25", "index --corpus {W}/corpus.jsonl --output {T}/ix", "{T}/ix",
+                                        "exists and is not a folder", {"ix": "a file"}),
+    "bm25-index-output-under-a-file": Case("bm25", "index --corpus {W}/corpus.jsonl --output {T}/f/ix", "{T}/f",
+                                           "is not a folder", {"f": "a file"}),
+    "bm25-index-threads-0": Case("bm25", "index --corpus {W}/corpus.jsonl --output {T}/ix --threads 0", "",
+                                 "argument --threads: expected a positive integer"),
+    # bm25 search
+    "bm25-search-hits-0": Case("bm25", BM25_SEARCH + " --hits 0", "", "argument --hits: expected a positive integer"),
+    "bm25-search-hits-negative": Case("bm25", BM25_SEARCH + " --hits -5", "", "argument --hits"),
+    "bm25-search-k1-nan": Case("bm25", BM25_SEARCH + " --k1 nan", "", "argument --k1: expected a finite number"),
+    "bm25-search-b-negative": Case("bm25", BM25_SEARCH + " --b -1", "", "argument --b"),
+    "bm25-search-not-an-index": Case("bm25", "search --index {T}/empty --topics {W}/topics.tsv --output {T}/r.trec",
+                                     "{T}/empty", "not a Lucene index", {"empty": None}),
+    "bm25-search-missing-topics": Case("bm25", "search --index {W}/lucene --topics {T}/t.tsv --output {T}/r.trec",
+                                       "{T}/t.tsv", "no such file"),
+    "bm25-search-duplicate-qid": Case("bm25", BM25_SEARCH.replace("{W}/topics.tsv", "{F}/topics_duplicate.tsv"),
+                                      "{F}/topics_duplicate.tsv:3", "duplicate query id 'q1'"),
+    "bm25-search-topics-no-tab": Case("bm25", BM25_SEARCH.replace("{W}/topics.tsv", "{F}/topics_no_tab.tsv"),
+                                      "{F}/topics_no_tab.tsv:2", "expected 2 columns, found 1"),
+    "bm25-search-empty-query": Case("bm25", BM25_SEARCH.replace("{W}/topics.tsv", "{F}/topics_empty_query.tsv"),
+                                    "{F}/topics_empty_query.tsv:2", "query 'q2' has no text"),
+    "bm25-search-space-in-qid": Case("bm25", BM25_SEARCH.replace("{W}/topics.tsv", "{F}/topics_space_id.tsv"),
+                                     "{F}/topics_space_id.tsv:2", "query id 'q 2' contains whitespace"),
+    "bm25-search-output-is-a-folder": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{T}/out"), "{T}/out",
+                                           "is a folder", {"out": None}),
+    # encode
+    "encode-missing-corpus": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{T}/c.jsonl"), "{T}/c.jsonl",
+                                  "no such corpus file"),
+    "encode-duplicate-id": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{F}/corpus_duplicate.jsonl"),
+                                "{F}/corpus_duplicate.jsonl:3", "duplicate id"),
+    "encode-not-utf8-line-151": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{T}/c.tsv"), "{T}/c.tsv:151",
+                                     "not UTF-8", {"c.tsv": NOT_UTF8_AT_151}),
+    "encode-unknown-hub-model": Case("encode", ENCODE.replace("{W}/model", "nosuch-org/nosuch-model"), "",
+                                     "model 'nosuch-org/nosuch-model'"),
+    "encode-missing-model-folder": Case("encode", ENCODE.replace("{W}/model", "{T}/model"), "",
+                                        "model directory"),
+    "encode-folder-is-not-a-model": Case("encode", ENCODE.replace("{W}/model", "{T}/model"), "{T}/model",
+                                         "not a model folder (no config.json)", {"model": None}),
+    "encode-cross-encoder-kind": Case("encode", ENCODE.replace("{W}/model", "{W}/ce"), "",
+                                      "'cross-encoder' model writes no dense index"),
+    "encode-batch-size-0": Case("encode", ENCODE + " --batch-size 0", "", "argument --batch-size"),
+    "encode-chunk-size-0": Case("encode", ENCODE + " --chunk-size 0", "", "argument --chunk-size"),
+    "encode-precision-unknown": Case("encode", ENCODE + " --precision fp64", "", "unknown precision 'fp64'"),
+    "encode-bad-shard": Case("encode", ENCODE + " --shard 3/2", "", "argument --shard"),
+    "encode-output-exists": Case("encode", ENCODE, "", "already exists; pass --force", {"index": None}),
+    "encode-output-is-a-file": Case("encode", ENCODE + " --force", "{T}/index", "exists and is not a folder",
+                                    {"index": "a file"}),
+    # dense search
+    "search-missing-index": Case("search", SEARCH.replace("{W}/dense", "{T}/nope"), "", "{T}/nope"),
+    "search-empty-index-folder": Case("search", SEARCH.replace("{W}/dense", "{T}/empty"), "{T}/empty/index",
+                                      "missing (a dense index folder needs",
+                                      {"empty": None}),
+    "search-hits-0": Case("search", SEARCH + " --hits 0", "", "argument --hits"),
+    "search-alpha-2": Case("search", SEARCH + " --alpha 2", "", "argument --alpha: expected a number between 0 and 1"),
+    "search-wrong-dimension": Case("search", SEARCH + " --encoder {W}/model16", "",
+                                   "dimension"),
+    "search-cross-encoder-kind": Case("search", SEARCH + " --encoder {W}/ce", "", "cross-encoder"),
+    "search-output-is-a-folder": Case("search", SEARCH.replace("{T}/run.trec", "{T}/out"), "{T}/out", "is a folder",
+                                      {"out": None}),
+    "search-empty-query": Case("search", SEARCH.replace("{W}/topics.tsv", "{F}/topics_empty_query.tsv"),
+                               "{F}/topics_empty_query.tsv:2", "has no text"),
+    "search-bad-bm25-index": Case("search", SEARCH + " --bm25-index {T}/empty", "{T}/empty", "not a Lucene index",
+                                  {"empty": None}),
+    "search-bad-qrels": Case("search", SEARCH + " --qrels {F}/qrels_grade.txt", "{F}/qrels_grade.txt:2",
+                             "relevance 'high' is not an integer"),
+    # fusion
+    "fusion-k-0": Case("fusion", FUSION + " --k 0", "", "argument --k: expected a positive integer"),
+    "fusion-hits-0": Case("fusion", FUSION + " --hits 0", "", "argument --hits"),
+    "fusion-rrf-k-negative": Case("fusion", FUSION + " --rrf-k -1", "", "argument --rrf-k"),
+    "fusion-alpha-1.5": Case("fusion", FUSION + " --method interpolation --alpha 1.5", "", "argument --alpha"),
+    "fusion-nan-score": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_nan.trec"), "{F}/run_nan.trec:2",
+                             "score 'NaN' is not a finite number"),
+    "fusion-inf-score": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_inf.trec"), "{F}/run_inf.trec:1",
+                             "score 'inf' is not a finite number"),
+    "fusion-minus-inf-score": Case("fusion", FUSION.replace("{W}/run.trec", "{F}/run_minus_inf.trec"),
+                                   "{F}/run_minus_inf.trec:1", "not a finite number"),
+    "fusion-run-columns": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_columns.trec"),
+                               "{F}/run_columns.trec:1", "expected 6 columns, found 5"),
+    "fusion-run-score-text": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_score.trec"),
+                                  "{F}/run_score.trec:1", "is not a number"),
+    "fusion-run-duplicate-doc": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_duplicate.trec"),
+                                     "{F}/run_duplicate.trec:2", "document 'd1' appears twice"),
+    "fusion-missing-run": Case("fusion", FUSION.replace("{W}/run2.trec", "{T}/nope.trec"), "{T}/nope.trec",
+                               "no such file"),
+    "fusion-interpolation-three-runs": Case("fusion", FUSION.replace(" --output", " {W}/run.trec --output")
+                                            + " --method interpolation", "",
+                                            "interpolation needs exactly two runs, got 3"),
+    "fusion-rrf-one-run": Case("fusion", "--runs {W}/run.trec --output {T}/fused.trec", "",
+                               "rrf needs at least two runs"),
+    "fusion-output-is-a-folder": Case("fusion", FUSION.replace("{T}/fused.trec", "{T}/out"), "{T}/out",
+                                      "is a folder", {"out": None}),
+    "fusion-tune-bad-qrels": Case("fusion", FUSION + " --method interpolation --tune {F}/qrels_duplicate.txt",
+                                  "{F}/qrels_duplicate.txt:2", "duplicate judgment"),
+    # eval
+    "eval-missing-qrels": Case("eval", EVAL.replace("{W}/qrels.txt", "{T}/q.txt"), "{T}/q.txt", "no such file"),
+    "eval-grade-not-integer": Case("eval", EVAL.replace("{W}/qrels.txt", "{F}/qrels_grade.txt"),
+                                   "{F}/qrels_grade.txt:2", "relevance 'high' is not an integer"),
+    "eval-qrels-columns": Case("eval", EVAL.replace("{W}/qrels.txt", "{F}/qrels_columns.txt"),
+                               "{F}/qrels_columns.txt:2", "expected 4 columns, found 3"),
+    "eval-qrels-duplicate": Case("eval", EVAL.replace("{W}/qrels.txt", "{F}/qrels_duplicate.txt"),
+                                 "{F}/qrels_duplicate.txt:2", "duplicate judgment for query 'q1', document 'd1'"),
+    "eval-qrels-header-only": Case("eval", EVAL.replace("{W}/qrels.txt", "{F}/qrels_header_only.tsv"),
+                                   "{F}/qrels_header_only.tsv", "BEIR qrels with a header and no judgments"),
+    "eval-qrels-bom-and-bad-byte": Case("eval", EVAL.replace("{W}/qrels.txt", "{T}/q.txt"), "{T}/q.txt:3",
+                                        "not UTF-8", {"q.txt": b"\xef\xbb\xbfq1 0 d1 1\nq1 0 d2 0\nq2 0 d\xff 1\n"}),
+    "eval-run-nan": Case("eval", EVAL.replace("{W}/run.trec", "{F}/run_nan.trec"), "{F}/run_nan.trec:2",
+                         "not a finite number"),
+    "eval-unknown-measure": Case("eval", EVAL + " --metrics ndcg@x", "", "ndcg@x"),
+    "eval-no-judged-query": Case("eval", EVAL.replace("{W}/run.trec", "{F}/run_unjudged.trec"),
+                                 "{F}/run_unjudged.trec", "no query of the run has judgments"),
+    "eval-answers-without-corpus": Case("eval", "--answers {F}/answers_not_list.jsonl --run {W}/run.trec", "",
+                                        "--answers needs --corpus"),
+    "eval-answers-not-a-list": Case("eval", "--answers {F}/answers_not_list.jsonl --corpus {W}/corpus.jsonl "
+                                            "--run {W}/run.trec", "{F}/answers_not_list.jsonl:1", "answers"),
+    # train
+    "train-bad-yaml": Case("train", "--config {F}/train_bad_yaml.yaml", "{F}/train_bad_yaml.yaml:1",
+                           "not valid YAML"),
+    "train-unknown-setting": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11", "unknown setting 'learning_rate'",
+                                  {"c.yaml": TRAIN_YAML + "learning_rate: 1e-5\n"}),
+    "train-lr-inf": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11", "must be a positive finite number",
+                         {"c.yaml": TRAIN_YAML + "lr: .inf\n"}),
+    "train-missing-corpus": Case("train", "--config {T}/c.yaml --corpus {T}/nope.jsonl", "{T}/nope.jsonl",
+                                 "no such corpus file", {"c.yaml": TRAIN_YAML}),
+    "train-duplicate-topics": Case("train", "--config {T}/c.yaml --train-topics {F}/topics_duplicate.tsv",
+                                   "{F}/topics_duplicate.tsv:3", "duplicate query id", {"c.yaml": TRAIN_YAML}),
+    "train-no-positives": Case("train", "--config {T}/c.yaml --train-qrels {F}/qrels_no_positive.txt", "",
+                               "no training pairs", {"c.yaml": TRAIN_YAML}),
+    "train-batch-size-0": Case("train", "--config {T}/c.yaml --batch-size 0", "", "batch_size: must be at least 1",
+                               {"c.yaml": TRAIN_YAML}),
+    "train-output-is-a-file": Case("train", "--config {T}/c.yaml", "{T}/run", "the output exists and is not a folder",
+                                   {"c.yaml": TRAIN_YAML, "run": "a file"}),
+    # negatives
+    "negatives-bm25-without-index": Case("negatives", NEGATIVES, "", "--source bm25 needs --index"),
+    "negatives-run-without-run": Case("negatives", NEGATIVES + " --source run", "", "--source run needs --run"),
+    "negatives-depth-0": Case("negatives", NEGATIVES + " --depth 0", "", "argument --depth"),
+    "negatives-margin-negative": Case("negatives", NEGATIVES + " --margin -1", "", "argument --margin"),
+    "negatives-run-nan": Case("negatives", NEGATIVES + " --source run --run {F}/run_nan.trec", "{F}/run_nan.trec:2",
+                              "not a finite number"),
+    "negatives-unknown-source": Case("negatives", NEGATIVES + " --source nosuch", "", "nosuch"),
+    "negatives-no-positives": Case("negatives", NEGATIVES.replace("{W}/qrels.txt", "{F}/qrels_no_positive.txt")
+                                   + " --source run --run {W}/run.trec", "", "no training groups"),
+    "negatives-output-is-a-folder": Case("negatives", NEGATIVES.replace("{T}/groups.jsonl", "{T}/out")
+                                         + " --source run --run {W}/run.trec", "{T}/out", "is a folder",
+                                         {"out": None}),
+    # rerank
+    "rerank-depth-0": Case("rerank", RERANK + " --depth 0", "", "--depth must be at least 1"),
+    "rerank-hits-0": Case("rerank", RERANK + " --hits 0", "", "--hits must be at least 1"),
+    "rerank-run-without-topics": Case("rerank", RERANK.replace(" --topics {W}/topics.tsv", ""), "",
+                                      "--run needs --topics"),
+    "rerank-unknown-query": Case("rerank", RERANK.replace("{W}/run.trec", "{F}/run_unknown_query.trec"),
+                                 "{F}/run_unknown_query.trec", "query 'q9' is not in the topics"),
+    "rerank-unknown-document": Case("rerank", RERANK.replace("{W}/run.trec", "{F}/run_unknown_doc.trec"),
+                                    "{F}/run_unknown_doc.trec", "document 'd404' of query 'q1' is not in the corpus"),
+    "rerank-dense-model": Case("rerank", RERANK.replace("{W}/ce", "{W}/model"), "",
+                               "has no trained cross-encoder head"),
+    "rerank-run-inf": Case("rerank", RERANK.replace("{W}/run.trec", "{F}/run_inf.trec"), "{F}/run_inf.trec:1",
+                           "not a finite number"),
+    "rerank-bad-groups": Case("rerank", "--groups {F}/groups_no_negatives.jsonl --corpus {W}/corpus.jsonl "
+                                        "--model {W}/ce --output {T}/g.jsonl", "{F}/groups_no_negatives.jsonl:1",
+                              '"negative_passages"'),
+    "rerank-output-is-a-folder": Case("rerank", RERANK.replace("{T}/ce.trec", "{T}/out"), "{T}/out", "is a folder",
+                                      {"out": None}),
+    # datasets
+    "datasets-unknown-name": Case("datasets", "fetch nosuch", "", "argument name: invalid choice: 'nosuch'"),
+    "datasets-no-command": Case("datasets", "", "", "the following arguments are required"),
+}
+
+
+def _fill(text: str, world: Path, tmp: Path) -> str:
+    return text.replace("{W}", str(world)).replace("{F}", str(FILES)).replace("{T}", str(tmp))
+
+
+def _tree(folder: Path) -> dict[str, int]:
+    """Every path under ``folder`` (hidden ones too) with its size (-1 for a folder)."""
+    return {str(p.relative_to(folder)): -1 if p.is_dir() else p.stat().st_size for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """Good inputs: toy corpus/topics/qrels, two runs, tiny models (dense, 16-d, cross-encoder), indexes."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from ance_ir.bm25 import build_lucene_index
+    from ance_ir.modeling.kinds import load_model
+
+    root = tmp_path_factory.mktemp("bad-inputs-world")
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                               for d, t in TOY_PASSAGES.items()))
+    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
+    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
+    docs = list(TOY_PASSAGES)
+    for name, shift in (("run.trec", 0), ("run2.trec", 3)):
+        (root / name).write_text("".join(f"{q} Q0 {docs[(i + shift) % len(docs)]} {i + 1} {10 - i} r\n"
+                                         for q in TOY_TOPICS for i in range(5)))
+    make_tiny_bert(root / "model")
+    small = make_tiny_bert(root / "model16")
+    config = BertConfig.from_pretrained(small)
+    config.hidden_size, config.intermediate_size = 16, 32
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(small)
+    torch.manual_seed(0)
+    load_model(root / "model", "cross-encoder").save_pretrained(root / "ce")
+    with pytest.raises(SystemExit) as done:
+        run_cli(encode_main, ["--corpus", str(root / "corpus.jsonl"), "--encoder", str(root / "model"),
+                              "--output", str(root / "dense"), "--quiet", "--device", "cpu"])
+    assert done.value.code == 0
+    build_lucene_index(root / "corpus.jsonl", root / "lucene", threads=1)
+    return root
+
+
+def test_at_least_60_cases_over_every_cli():
+    assert len(CASES) >= 60
+    assert {case.cli for case in CASES.values()} == set(MAINS)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_exit_2_and_nothing_written(name, world, tmp_path, capfd):
+    case = CASES[name]
+    for rel, content in case.make.items():
+        path = tmp_path / rel
+        if content is None:
+            path.mkdir(parents=True)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(_fill(content, world, tmp_path))
+    before, world_before = _tree(tmp_path), _tree(world)
+    argv = _fill(case.argv, world, tmp_path).split()
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_cli(MAINS[case.cli], argv)
+    err = capfd.readouterr().err
+    assert done.value.code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    where = _fill(case.where, world, tmp_path)
+    assert lines[0].startswith(f"error: {where}: " if where else "error: "), lines[0]
+    assert _fill(case.what, world, tmp_path) in lines[0]
+    assert _tree(tmp_path) == before
+    assert _tree(world) == world_before
+
+
+def _read_all(kind: str, path: Path):
+    from ance_ir.data import load_corpus, read_qrels, read_run, read_topics
+
+    return {"corpus": load_corpus, "topics": read_topics, "qrels": read_qrels, "run": read_run}[kind](path)
+
+
+@pytest.mark.parametrize(("kind", "text", "expected"), [
+    ("corpus", '{"id": "d1", "contents": "x"}\n', "d1"),
+    ("topics", "q1\tcat\n", "q1"),
+    ("qrels", "q1 0 d1 1\n", "q1"),
+    ("run", "q1 Q0 d1 1 2.0 r\n", "q1"),
+])
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_id(tmp_path, kind, text, expected):
+    path = tmp_path / f"{kind}.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    data = _read_all(kind, path)
+    first = data[0].docid if kind == "corpus" else next(iter(data))
+    assert first == expected
+
+
+def _parsers(monkeypatch) -> dict[str, list]:
+    """Every CLI's parser (and its subcommands' parsers), as built by its ``main``."""
+    from ance_ir.cli import ArgumentParser
+
+    built: list = []
+
+    def capture(self, args=None, namespace=None):
+        built.append(self)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ArgumentParser, "parse_args", capture)
+    parsers = {}
+    for name, main in MAINS.items():
+        built.clear()
+        with pytest.raises(SystemExit):
+            main([])
+        parsers[name] = [built[0], *(p for a in built[0]._actions if a.choices and isinstance(a.choices, dict)
+                                     for p in a.choices.values())]
+    return parsers
+
+
+def test_every_help_shows_every_default(monkeypatch):
+    import argparse
+
+    from ance_ir.cli import HelpFormatter
+
+    for parsers in _parsers(monkeypatch).values():
+        for parser in parsers:
+            text = parser.format_help()
+            assert "--debug" in text and "--verbose" in text, parser.prog
+            for action in parser._actions:
+                if not HelpFormatter._shows_default(action) or action.help == argparse.SUPPRESS:
+                    continue
+                entry = HelpFormatter(parser.prog)._format_action(action)
+                assert "default" in entry, f"{parser.prog} {action.option_strings}: {entry!r}"
+    bm25_search = _parsers(monkeypatch)["bm25"][2].format_help().split("options:", 1)[1]
+    for flag in ("--k1 K1", "--b B", "--hits HITS"):
+        assert "default" in bm25_search.split(flag, 1)[1].split("\n  --", 1)[0], flag
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(world, capfd):
+    def broken(argv):
+        return 1 / 0
+
+    for argv, traceback in (([], False), (["--debug"], True)):
+        with pytest.raises(SystemExit) as done:
+            run_cli(broken, argv)
+        err = capfd.readouterr().err
+        assert done.value.code == 1
+        assert ("Traceback (most recent call last)" in err) == traceback
+        assert err.strip().splitlines()[-1].startswith("error: ZeroDivisionError: division by zero")
+        assert len(err.strip().splitlines()) > 1 if traceback else len(err.strip().splitlines()) == 1
+    bad = ["--qrels", str(FILES / "qrels_grade.txt"), "--run", str(world / "run.trec"), "--debug"]
+    with pytest.raises(SystemExit) as done:
+        run_cli(eval_main, bad)
+    err = capfd.readouterr().err.strip().splitlines()
+    assert done.value.code == 2 and err[0] == "Traceback (most recent call last):"
+    assert err[-1] == f"error: {FILES / 'qrels_grade.txt'}:2: relevance 'high' is not an integer"
+
+
+def test_bm25_search_prints_no_jvm_warning_unless_verbose(world, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("ANCE_IR_VERBOSE", None)
+    argv = [sys.executable, "-m", "ance_ir.bm25", "search", "--index", str(world / "lucene"), "--topics",
+            str(world / "topics.tsv"), "--output", str(tmp_path / "run.trec")]
+    quiet = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == f"wrote {tmp_path / 'run.trec'}: 3 queries\n"
+    verbose = subprocess.run([*argv, "--verbose"], capture_output=True, text=True, env=env)
+    assert verbose.returncode == 0 and "WARNING" in verbose.stderr  # what --verbose lets through on this JDK

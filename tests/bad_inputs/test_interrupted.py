@@ -1,0 +1,110 @@
+"""One writer per output, resumes that refuse changed settings, and what a ``kill -9`` leaves is cleaned up.
+
+The killed runs are real processes (``python -m ance_ir.encode`` / ``ance_ir.bm25 index``) killed with
+SIGKILL once their first temporary output is on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_tiny_bert
+
+from ance_ir.cli import run_cli
+from ance_ir.data import output_lock
+from ance_ir.encode.__main__ import main as encode_main
+
+REPO = Path(__file__).resolve().parents[2]
+WORDS = "the cat sat on mat dogs chase cats in park a recipe for baking bread at home".split()
+
+
+def _corpus(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"d{i}", "contents": " ".join(WORDS[i % 7:i % 7 + 9])}) + "\n"
+                            for i in range(n)))
+    return path
+
+
+def _cli_error(main, argv: list[str], capfd) -> str:
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_cli(main, argv)
+    err = capfd.readouterr().err.strip().splitlines()
+    assert done.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+def _kill_when(cmd: list[str], ready, timeout: float = 120) -> None:
+    """Start ``cmd``, SIGKILL it as soon as ``ready()`` is true; fail if it finishes first."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + timeout
+    try:
+        while not ready():
+            assert proc.poll() is None, "finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or p.name.endswith(".partial"))
+
+
+def test_a_second_encode_into_a_locked_output_stops_at_once(tmp_path, capfd):
+    model = make_tiny_bert(tmp_path / "model")
+    corpus = _corpus(tmp_path / "c.jsonl", 8)
+    output = tmp_path / "index"
+    argv = ["--corpus", str(corpus), "--encoder", str(model), "--output", str(output), "--device", "cpu"]
+    with output_lock(output) as lock:  # another writer (its own open file: flock conflicts in one process too)
+        line = _cli_error(encode_main, argv, capfd)
+        assert line == (f"error: {output}: another process (pid {os.getpid()}) is writing this output (it holds "
+                        f"{lock}); wait for it to finish or choose another output")
+        assert not output.exists() and _leftovers(tmp_path) == [".index.lock"]
+    assert _leftovers(tmp_path) == []
+
+
+def test_killed_encode_resumes_only_with_the_same_precision(tmp_path, capfd):
+    model = make_tiny_bert(tmp_path / "model")
+    corpus = _corpus(tmp_path / "c.jsonl", 1000)
+    output = tmp_path / "index"
+    work = tmp_path / "index.partial"
+    argv = ["--corpus", str(corpus), "--encoder", str(model), "--output", str(output), "--device", "cpu",
+            "--chunk-size", "50", "--batch-size", "4", "--threads", "1", "--quiet"]
+    _kill_when([sys.executable, "-m", "ance_ir.encode", *argv, "--precision", "fp32"],
+               lambda: (work / "chunk-00001.npy").is_file())
+    assert work.is_dir() and not output.exists()
+
+    line = _cli_error(encode_main, [*argv, "--precision", "int8"], capfd)
+    assert line.startswith(f"error: {work}: holds an unfinished job with a different precision ('fp32', now 'int8')")
+
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_cli(encode_main, [*argv, "--precision", "fp32"])
+    assert done.value.code == 0
+    assert "reused" in capfd.readouterr().err
+    assert output.is_dir() and _leftovers(tmp_path) == []
+
+
+def test_killed_bm25_index_leaves_nothing_after_the_next_build(tmp_path):
+    corpus = _corpus(tmp_path / "c.jsonl", 5000)
+    output = tmp_path / "ix"
+    cmd = [sys.executable, "-m", "ance_ir.bm25", "index", "--corpus", str(corpus), "--output", str(output),
+           "--threads", "1"]
+    _kill_when(cmd, lambda: any(p.is_dir() and p.name.startswith(".ix.") and p.name.endswith(".tmp")
+                                and p.name != ".ix.lock" and any(p.iterdir()) and ".corpus." not in p.name
+                                for p in tmp_path.iterdir()))
+    assert _leftovers(tmp_path)  # the killed build's temporaries
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "left by an interrupted build" in done.stderr
+    assert (output / "segments_1").exists() or any(output.glob("segments*"))
+    assert _leftovers(tmp_path) == []
