@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ance_ir.cli import positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
 from ance_ir.data import read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
@@ -35,6 +35,7 @@ def _stem(name: str) -> str:
 
 
 def _derive(args: argparse.Namespace) -> None:
+    check_output(args.output, folder=True)
     documents = documents_from_segments(iter_corpus(resolve_corpus(args.corpus)), args.delimiter)
     qrels = {name: document_qrels(resolve_qrels(name), args.delimiter) for name in args.qrels}
     output = Path(args.output)
@@ -51,6 +52,7 @@ def _split(args: argparse.Namespace) -> None:
     from ance_ir.documents.passages import split_documents
     from ance_ir.modeling.resolve import resolve_model_path
 
+    check_output(args.output)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(args.tokenizer))
     documents = iter_corpus(resolve_corpus(args.corpus))
     n = write_corpus(split_documents(documents, tokenizer, args.length, args.stride or args.length,
@@ -59,14 +61,14 @@ def _split(args: argparse.Namespace) -> None:
 
 
 def _pool(args: argparse.Namespace) -> None:
+    check_output(args.output)
     pooled = pool_run(read_run(args.run), args.pooling, args.hits, args.delimiter)
     write_run(pooled, args.output, tag=args.run_tag or Path(args.output).name.split(".")[0])
     print(f"wrote {args.output}: {len(pooled)} queries", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.documents", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.documents", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     derive = sub.add_parser("derive", help="documents and document qrels from a segmented corpus")
     derive.add_argument("--corpus", required=True, help="corpus of segments (file or dataset name)")
