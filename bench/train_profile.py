@@ -37,7 +37,8 @@ def batches(args: argparse.Namespace, count: int) -> tuple[TrainData, list[list[
     """The training data and ``count`` batches of (query, positive, 1 random negative) groups, drawn as
     ance_ir.train draws them."""
     config = build_config(None, {"output": "unused", "corpus": args.corpus, "train_topics": args.topics,
-                                 "train_qrels": args.topics, "negatives": "random", "n_negatives": 1})
+                                 "train_qrels": args.topics, "min_positive_grade": 2, "negatives": "random",
+                                 "n_negatives": 1})
     data = TrainData.load(config)
     draws = GroupDraws(data, NEGATIVE_STRATEGIES["random"](data.docids), config.seed, 1)
     return data, [draws.draw(args.batch_size) for _ in range(count)]

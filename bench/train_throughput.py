@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def settings(args: argparse.Namespace) -> dict[str, str]:
     """ance_ir.train flags shared by every run."""
     return {"model": args.model, "corpus": args.corpus, "train-topics": args.topics, "train-qrels": args.topics,
-            "negatives": "random", "n-negatives": "1", "batch-size": str(args.batch_size),
+            "min-positive-grade": "2", "negatives": "random", "n-negatives": "1", "batch-size": str(args.batch_size),
             "max-steps": str(args.steps), "refresh-every": "0", "log-every": str(args.log_every), "lr": "2e-5",
             "weight-decay": "0.01", "max-grad-norm": "1.0", "temperature": "0.05", "seed": "42",
             "query-max-length": "64", "passage-max-length": "256", "threads": str(args.threads)}

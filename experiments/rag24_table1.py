@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BM25_RUNS = {"test": "runs/rag24/bm25.test.trec.gz", "train": "runs/rag24/bm25.train.trec.gz"}
 COMMON = ["--corpus", "rag24-mini", "--train-topics", "rag24-mini-train", "--train-qrels", "rag24-mini-train",
-          "--eval-topics", "rag24-mini-test", "--no-progress", "--log-every", "10"]
+          "--eval-topics", "rag24-mini-test", "--no-progress", "--log-every", "10", "--min-positive-grade", "2"]
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ def lucene(broad):
     return build_lucene_index(broad["corpus"], broad["folder"] / "toy.lucene")
 
 
-def trainer_view(topics_path, qrels_path, min_positive_grade=2, exclude_grade=1):
+def trainer_view(topics_path, qrels_path, min_positive_grade=1, exclude_grade=1):
     """What ``TrainData.load`` hands BM25Negatives: the topics with positives and their judged passages."""
     topics, qrels = read_topics_tsv(topics_path), read_qrels(qrels_path)
     keep = [q for q in topics if any(g >= min_positive_grade for g in qrels.get(q, {}).values())]
@@ -190,9 +190,9 @@ def test_cli_bm25_defaults_give_the_trainers_warm_up_negatives(lucene, broad, tm
                                                                                           depth=200)
     scores = dict(BM25Source(lucene).retrieve(queries, 200)["q1"])
     assert all(p.score == pytest.approx(scores[p.docid]) and p.text is None for p in groups[0].negatives)
-    assert [p.docid for p in groups[0].positives] == ["d2"] and groups[0].query == BROAD_TOPICS["q1"]
+    assert [p.docid for p in groups[0].positives] == ["d2", "d7"] and groups[0].query == BROAD_TOPICS["q1"]
     err = capsys.readouterr().err
-    assert "1 topics have no passage of the corpus judged >= 2" in err and f"wrote {out}: 3 groups" in err
+    assert "1 topics have no passage of the corpus judged >= 1" in err and f"wrote {out}: 3 groups" in err
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +260,7 @@ def test_build_groups_from_a_run(toy_collection, toy_run):
     assert (report.topics, report.groups, report.without_positive, report.positives_not_in_corpus) == (4, 3, 1, 1)
     assert report.negatives == 6 and report.short == 0
     deep, _ = build_groups(topics, qrels, toy_collection["corpus"], RunSource(toy_run), hits=5, depth=5,
-                           exclude_grade=3)
+                           min_positive_grade=2, exclude_grade=3)
     assert [p.docid for p in deep[0].negatives] == ["d2", "d3", "d4", "d5"]  # grade 1 allowed, positive never
 
 

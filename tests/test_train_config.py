@@ -104,6 +104,27 @@ def test_example_configs_load(name):
     assert config.refresh.eval_topics == "rag24-mini-test"
 
 
+@pytest.mark.parametrize("family", ["bert-tiny", "minilm"])
+def test_presets_are_the_table1_settings_with_dpr_negatives(family, monkeypatch):
+    """configs/presets/FAMILY.yaml trains as experiments/rag24_table1.py's DPR row of that family does
+    (binary-friendly min_positive_grade, no refreshes and the table's total steps aside)."""
+    monkeypatch.syspath_prepend(str(CONFIGS.parent))
+    from experiments.rag24_table1 import FAMILIES, ONE_PASSAGE_BATCH
+
+    table = FAMILIES[family]
+    flags = [f for f in table.flags if f not in ONE_PASSAGE_BATCH and f != "--passage-buckets"]
+    data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
+    preset, _ = parse_args(["--config", str(CONFIGS / "presets" / f"{family}.yaml"), *data])
+    expected, _ = parse_args([*data, "--model", table.model, *flags, "--negatives", "dpr",
+                              "--min-positive-grade", "1", "--refresh-every", "0",
+                              "--max-steps", str(table.warmup + table.cont)])
+    flat = preset.flat()
+    flat.pop("refresh.precision")  # bert-tiny's table pins the refresh precision; the presets do not refresh
+    want = expected.flat()
+    want.pop("refresh.precision")
+    assert flat == want
+
+
 def test_flat_and_sectioned_configs_are_the_same(tmp_path):
     flat = _file(tmp_path, "output: runs/x\nseed: 7\nmodel: minilm\ninit_from: runs/warmup\ncorpus: c.jsonl\n"
                            "train_topics: t.tsv\ntrain_qrels: q.txt\nmin_positive_grade: 1\nnegative_exclude_grade: 1\n"

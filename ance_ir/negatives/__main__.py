@@ -77,8 +77,9 @@ def build_parser() -> ArgumentParser:
                         help="drop candidates with score + margin > the positive's score")
     mining.add_argument("--relative-margin", type=_non_negative_float,
                         help="drop candidates with score > the positive's score * (1 - margin)")
-    mining.add_argument("--min-positive-grade", type=int, default=2, help="judgments of at least this grade are "
-                                                                           "positives (default 2)")
+    mining.add_argument("--min-positive-grade", type=int, default=1,
+                        help="judgments of at least this grade are positives (default 1: binary qrels; graded "
+                             "qrels such as rag24-mini's 0-3 may want 2, as the trainer's configs use)")
     mining.add_argument("--exclude-grade", type=int, default=1, help="passages judged at least this grade are never "
                                                                       "negatives (default 1)")
     return parser

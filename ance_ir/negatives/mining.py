@@ -102,7 +102,7 @@ class MiningReport:
 
 def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: CandidateSource, hits: int,
                  depth: int, skip: int = 0, max_rank: int | None = None, margin: float | None = None,
-                 relative_margin: float | None = None, min_positive_grade: int = 2, exclude_grade: int = 1,
+                 relative_margin: float | None = None, min_positive_grade: int = 1, exclude_grade: int = 1,
                  with_text: bool = False, progress: Callable[[str], None] | None = None,
                  ) -> tuple[list[TrainingGroup], MiningReport]:
     """Training groups for the topics that have a positive (judged >= ``min_positive_grade``, in ``corpus``).

@@ -114,8 +114,10 @@ class QrelsSource(DataSource):
         _note_missing(missing, d.qrels)
         pairs = [(qid, docid) for qid, docs in positives.items() for docid in docs]
         if not pairs:
+            grades = sorted({g for judged in qrels.values() for g in judged.values()})
             raise ValueError(f"no training pairs: no topic of {d.topics} has a passage of {d.corpus} judged >= "
-                             f"{d.min_positive_grade} in {d.qrels}")
+                             f"{d.min_positive_grade} (data.min_positive_grade) in {d.qrels}; its grades: "
+                             f"{', '.join(map(str, grades)) or 'none'}")
         return TrainData(corpus_path, docids, texts, {q: topics[q] for q in positives}, exclude, pairs)
 
 

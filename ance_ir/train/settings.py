@@ -98,7 +98,8 @@ class DataSection(Section):
                                    "source, optional for groups (judged passages are then never negatives)",
                              "train_qrels")
     groups: str | None = _opt(None, "groups source: JSONL training groups (python -m ance_ir.negatives)", "groups")
-    min_positive_grade: int = _opt(2, "judgments of at least this grade are training positives",
+    min_positive_grade: int = _opt(1, "judgments of at least this grade are training positives (1 fits binary "
+                                      "0/1 qrels; graded ones such as rag24-mini's 0-3 may want 2)",
                                    "min_positive_grade")
     negative_exclude_grade: int = _opt(1, "documents judged at least this grade are never used as negatives",
                                        "negative_exclude_grade")
