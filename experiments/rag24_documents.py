@@ -125,7 +125,8 @@ def trained_rows(seed: int) -> None:
                      else ("--model", model.name, "--save-every", "300"))
             sh(py("ance_ir.train", "--corpus", str(windows(model, "firstp")), "--train-topics", "rag24-mini-train",
                   "--train-qrels", str(TRAIN_QRELS), "--eval-topics", "rag24-mini-test", "--eval-qrels",
-                  str(TEST_QRELS), "--set", f"model.passage_max_length={model.window + 2}", "--no-progress",
+                  str(TEST_QRELS), "--min-positive-grade", "2", "--set",
+                  f"model.passage_max_length={model.window + 2}", "--no-progress",
                   "--log-every", "10", *family.flags, *flags, *start, "--max-steps", str(steps), "--seed", str(seed),
                   "--output", str(out)))
         dense_rows(model, str(out), row, seed)
