@@ -8,6 +8,7 @@ Temporaries are named ``.NAME.*.tmp`` beside the output ``NAME``; a job that can
 from __future__ import annotations
 
 import fcntl
+import glob
 import gzip
 import io
 import os
@@ -132,7 +133,7 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
     path = Path(path)
     if not path.parent.is_dir():
         return []
-    stale = [*path.parent.glob(f".{glob_escape(path.name)}.*.tmp"), path.with_name(f".{path.name}.old")]
+    stale = [*path.parent.glob(f".{glob.escape(path.name)}.*.tmp"), path.with_name(f".{path.name}.old")]
     removed = []
     for p in stale:
         if p.is_dir():
@@ -143,8 +144,3 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
             continue
         removed.append(p)
     return removed
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob's special characters taken literally."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
