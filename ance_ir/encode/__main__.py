@@ -6,6 +6,8 @@
     python -m ance_ir.encode --corpus C --encoder M --output indexes/x.0 --shard 0/2   # and 1/2, by hand
     python -m ance_ir.encode merge --inputs indexes/x.0 indexes/x.1 --output indexes/x
 
+An ME-BERT model (kind mebert) writes its m vectors per passage as consecutive rows, the docid file repeating
+each docid m times (meta.json: vectors_per_passage); python -m ance_ir.search keeps each passage's best vector.
 An interrupted run resumes from the chunks finished in OUTPUT.partial. Shard i/n encodes the i-th of n
 contiguous slices of the corpus and keeps its raw vectors, so merged shards can be any index type. Under
 torchrun each rank encodes shard RANK/WORLD_SIZE (on GPU LOCAL_RANK when there are GPUs) into
@@ -137,7 +139,7 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize),
                                    ("passage_max_length", args.passage_max_length)) if v is not None}
     encoder = load_model(args.encoder, **overrides)
-    if encoder.index != "dense":
+    if encoder.index not in ("dense", "mebert"):
         raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no dense index")
     encoder.to(device)
     encoder.inference_precision = args.precision

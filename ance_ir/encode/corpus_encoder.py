@@ -109,16 +109,17 @@ def _check_job(work: Path, job: dict[str, Any]) -> None:
                                    f"now {value!r}); delete it or choose another --output")
 
 
-def _finished_chunk(work: Path, number: int, docids: list[str], dim: int) -> bool:
-    """Whether chunk ``number`` is on disk; checks it holds ``docids`` and vectors of dimension ``dim``."""
+def _finished_chunk(work: Path, number: int, docids: list[str], per: int, dim: int) -> bool:
+    """Whether chunk ``number`` is on disk; checks it holds ``docids`` and ``per`` vectors of dimension ``dim``
+    for each."""
     vectors_path, docid_path = _chunk_paths(work, number)
     if not vectors_path.is_file():
         return False
     if docid_path.read_text(encoding="utf-8").splitlines() != docids:
         raise InputError(docid_path, f"does not match the corpus passages of this chunk; delete {work}")
     shape = np.load(vectors_path, mmap_mode="r").shape
-    if shape != (len(docids), dim):
-        raise InputError(vectors_path, f"has shape {shape}, expected {(len(docids), dim)}; delete {work}")
+    if shape != (len(docids) * per, dim):
+        raise InputError(vectors_path, f"has shape {shape}, expected {(len(docids) * per, dim)}; delete {work}")
     return True
 
 
@@ -141,7 +142,8 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
 
     Resumes from the finished chunks in :func:`work_folder` ``(output)``. A shard keeps its raw
     ``vectors.npy`` so that shards can later be merged into any index type. An existing ``output`` is
-    replaced only with ``overwrite``.
+    replaced only with ``overwrite``. An encoder of several vectors per passage (``vectors_per_passage``, ME-BERT)
+    writes them as consecutive rows (see :func:`~ance_ir.index.write_dense_index`).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk size must be positive, got {chunk_size}")
@@ -177,6 +179,9 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "kind": encoder.kind, "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
            "chunk_size": chunk_size, "precision": resolve_precision(encoder.inference_precision, encoder.device)}
+    per = getattr(encoder, "vectors_per_passage", 1)
+    if per > 1:
+        job["vectors_per_passage"] = per
     work = work_folder(output)
     _remove_stale(output, work)
     if work.is_dir():
@@ -189,10 +194,11 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
               file=sys.stderr) as bar:
         for number, chunk in enumerate(_chunks(passages, chunk_size)):
             chunk_ids = [p.docid for p in chunk]
-            if _finished_chunk(work, number, chunk_ids, encoder.dim):
+            if _finished_chunk(work, number, chunk_ids, per, encoder.dim):
                 resumed += len(chunk)
             else:
                 vectors = encoder.encode_passages([p.text for p in chunk], batch_size=batch_size)
+                vectors = vectors.reshape(-1, encoder.dim)
                 _save_chunk(work, job, number, vectors, chunk_ids)
             docids += chunk_ids
             parts.append(_chunk_paths(work, number)[0])
@@ -205,6 +211,6 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
             "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
                       "stop": positions.stop} if shard else None}
     dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,
-                              vectors=vectors if shard else None)
+                              vectors=vectors if shard else None, vectors_per_passage=per)
     shutil.rmtree(work)
     return dense

@@ -3,6 +3,12 @@
 Pyserini's ``FaissSearcher(folder, query_encoder)`` reads exactly those two files. ance-ir adds
 ``meta.json`` (encoder, corpus, index settings) and, for shards, the raw ``vectors.npy`` that lets
 :func:`merge_indexes` rebuild any index type.
+
+An index of several vectors per passage (ME-BERT, ``vectors_per_passage: m`` in ``meta.json``) stores passage
+``i``'s vectors as rows ``i*m .. i*m+m-1`` and repeats its docid on those ``m`` lines of ``docid``, so Pyserini
+reads it too (its hits may name a passage more than once; the first is its best). :meth:`DenseIndex.search`
+scores each passage by its best vector: it searches ``k*m`` rows and keeps each passage's first, which gives
+the exact top ``k`` of a flat index (the top ``k`` passages' best vectors are all within the top ``k*m`` rows).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from ance_ir.index.faiss_index import build_index, describe_index, to_gpu
 
 INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
 # meta.json fields that merged indexes must agree on (a merged index inherits them and "corpus")
-SHARED_META = ("encoder", "kind", "encoder_config", "pooling", "normalize", "corpus_sha256")
+SHARED_META = ("encoder", "kind", "encoder_config", "pooling", "normalize", "corpus_sha256", "vectors_per_passage")
 
 
 def check_docid(docid: str) -> None:
@@ -44,14 +50,20 @@ class DenseIndex:
     def dim(self) -> int:
         return self.index.d
 
+    @property
+    def vectors_per_passage(self) -> int:
+        """Consecutive rows (and ``docid`` lines) per passage: ``meta.json``'s ``vectors_per_passage``, else 1."""
+        return int(self.meta.get("vectors_per_passage", 1))
+
     def __len__(self) -> int:
         return self.index.ntotal
 
     def search(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, list[list[str]]]:
         """Top-``k`` hits by inner product for each query vector (``[Q, D]``, or one ``[D]`` vector).
 
-        Returns scores ``[Q, min(k, N)]`` and each query's docids, best first. A query with fewer hits
-        (possible with IVF-PQ) gets a shorter docid list and ``-inf`` for the missing scores.
+        Returns scores ``[Q, min(k, N)]`` and each query's docids, best first (``N`` passages; a passage of
+        several vectors scores its best one). A query with fewer hits (possible with IVF-PQ) gets a shorter
+        docid list and ``-inf`` for the missing scores.
         """
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim == 1:
@@ -62,26 +74,49 @@ class DenseIndex:
                              f"but {where} has dimension {self.dim}")
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        k = min(k, len(self))
+        per = self.vectors_per_passage
+        k = min(k, len(self) // per)
         if k == 0:
             return np.empty((len(queries), 0), np.float32), [[] for _ in queries]
         if self._searchable is None:
             self._searchable = to_gpu(self.index)
-        scores, rows = self._searchable.search(np.ascontiguousarray(queries), k)
+        scores, rows = self._searchable.search(np.ascontiguousarray(queries), min(k * per, len(self)))
+        if per > 1:
+            scores, rows = _best_per_passage(scores, rows, per, k)
         scores[rows < 0] = -np.inf
         return scores, [[self.docids[r] for r in row if r >= 0] for row in rows]
 
 
+def _best_per_passage(scores: np.ndarray, rows: np.ndarray, per: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's first ``k`` hits of distinct passages (passage = row // ``per``), rows -1 past the end."""
+    best_scores = np.full((len(rows), k), -np.inf, dtype=np.float32)
+    best_rows = np.full((len(rows), k), -1, dtype=np.int64)
+    for q, (row_scores, row_ids) in enumerate(zip(scores, rows, strict=True)):
+        seen: set[int] = set()
+        for score, row in zip(row_scores.tolist(), row_ids.tolist(), strict=True):
+            if row < 0 or row // per in seen:
+                continue
+            seen.add(row // per)
+            best_scores[q, len(seen) - 1], best_rows[q, len(seen) - 1] = score, row
+            if len(seen) == k:
+                break
+    return best_scores, best_rows
+
+
 def write_dense_index(folder: str | Path, index: faiss.Index, docids: Sequence[str],
-                      meta: dict[str, Any] | None = None, vectors: np.ndarray | None = None) -> DenseIndex:
+                      meta: dict[str, Any] | None = None, vectors: np.ndarray | None = None,
+                      vectors_per_passage: int = 1) -> DenseIndex:
     """Write ``index``, ``docid`` and ``meta.json`` (plus ``vectors.npy`` if given) as one atomic folder.
 
-    ``index`` must be a CPU index. ``meta`` is completed with ``index_type``, ``index_params``,
-    ``dimension`` and ``count`` read from the index itself. An existing folder is replaced.
+    ``index`` must be a CPU index. ``docids`` names each passage once; with ``vectors_per_passage`` m > 1 the
+    index holds m consecutive rows per passage, ``docid`` repeats each id m times and ``meta.json`` records m.
+    ``meta`` is completed with ``index_type``, ``index_params``, ``dimension`` and ``count`` (vectors) read
+    from the index itself. An existing folder is replaced.
     """
     docids = list(docids)
-    if len(docids) != index.ntotal:
-        raise ValueError(f"{len(docids)} docids for an index of {index.ntotal} vectors")
+    per = vectors_per_passage
+    if len(docids) * per != index.ntotal:
+        raise ValueError(f"{len(docids)} docids of {per} vector(s) each for an index of {index.ntotal} vectors")
     seen: set[str] = set()
     for docid in docids:
         check_docid(docid)
@@ -93,6 +128,10 @@ def write_dense_index(folder: str | Path, index: faiss.Index, docids: Sequence[s
     index_type, params = describe_index(index)
     meta = {**(meta or {}), "index_type": index_type, "index_params": params, "dimension": index.d,
             "count": index.ntotal}
+    meta.pop("vectors_per_passage", None)
+    if per > 1:
+        meta["vectors_per_passage"] = per
+        docids = [d for d in docids for _ in range(per)]
     with atomic_directory(folder) as tmp:
         faiss.write_index(index, str(tmp / INDEX_FILE))
         (tmp / DOCID_FILE).write_text("".join(f"{d}\n" for d in docids), encoding="utf-8")
@@ -100,6 +139,14 @@ def write_dense_index(folder: str | Path, index: faiss.Index, docids: Sequence[s
         if vectors is not None:
             np.save(tmp / VECTORS_FILE, vectors)
     return DenseIndex(index, docids, meta, Path(folder))
+
+
+def passage_index(vectors: np.ndarray, docids: Sequence[str], index_type: str = "flat") -> DenseIndex:
+    """An in-memory index of passage vectors ``[N, D]``, or ``[N, m, D]`` (m per passage), named ``docids``."""
+    per = vectors.shape[1] if vectors.ndim == 3 else 1
+    rows = vectors.reshape(-1, vectors.shape[-1])
+    meta = {"vectors_per_passage": per} if per > 1 else {}
+    return DenseIndex(build_index(rows, index_type), [d for d in docids for _ in range(per)], meta)
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
@@ -139,6 +186,12 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     for key, actual in (("dimension", index.d), ("count", index.ntotal)):
         if key in meta and meta[key] != actual:
             raise InputError(meta_path, f"says {key} {meta[key]} but {index_path} has {actual}")
+    per = meta.get("vectors_per_passage", 1)
+    if not isinstance(per, int) or isinstance(per, bool) or per < 1 or index.ntotal % per:
+        raise InputError(meta_path, f"vectors_per_passage {per!r} must be a positive integer dividing the "
+                                    f"{index.ntotal} vectors")
+    if per > 1 and any(len(set(docids[i:i + per])) != 1 for i in range(0, len(docids), per)):
+        raise InputError(docid_path, f"must repeat each docid on {per} consecutive lines (vectors_per_passage)")
     return DenseIndex(index, docids, meta, folder)
 
 
@@ -215,6 +268,8 @@ def merge_indexes(shard_folders: Sequence[str | Path], output: str | Path, index
         index = build_index(vectors, index_type, **params)
         meta = {key: first.meta[key] for key in (*SHARED_META, "corpus") if key in first.meta}
         meta["merged_from"] = [str(s.folder) for s in shards]
-        return write_dense_index(output, index, [d for s in shards for d in s.docids], meta)
+        per = first.vectors_per_passage
+        return write_dense_index(output, index, [d for s in shards for d in s.docids[::per]], meta,
+                                 vectors_per_passage=per)
     finally:
         scratch.unlink(missing_ok=True)

@@ -89,6 +89,8 @@ class DenseEncoder(torch.nn.Module):
 
     #: precision of ``encode_*`` when the call names none (see :mod:`ance_ir.modeling.inference`)
     inference_precision: str = "fp32"
+    #: whether saving writes sentence-transformers files (one vector per text, as this class computes it)
+    sentence_transformers: bool = True
 
     def __init__(self, towers: Mapping[str, Tower], tokenizer: PreTrainedTokenizerBase,
                  config: EncoderConfig):
@@ -108,6 +110,14 @@ class DenseEncoder(torch.nn.Module):
         A saved dir brings its own config; otherwise the alias defaults (if any) apply. ``config_overrides``
         (EncoderConfig fields) win over both. A head not found on disk is freshly initialised.
         """
+        _, towers, tokenizer, config = cls._load_parts(name_or_path, **config_overrides)
+        return cls(towers, tokenizer, config).eval()
+
+    @staticmethod
+    def _load_parts(name_or_path: str | Path, **config_overrides: Any
+                    ) -> tuple[Path, dict[str, Tower], PreTrainedTokenizerBase, EncoderConfig]:
+        """The resolved path, towers, tokenizer and config :meth:`from_pretrained` builds a model of (a subclass
+        adds what it saves beside them)."""
         path = resolve_model_path(name_or_path)
         saved = EncoderConfig.exists(path)
         base = EncoderConfig.load(path) if saved else EncoderConfig().replace(**alias_defaults(name_or_path))
@@ -121,7 +131,7 @@ class DenseEncoder(torch.nn.Module):
             towers = {side: Tower.load(Path(path) / side if split else path, config) for side in sides}
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        return cls(towers, tokenizer, config).eval()
+        return Path(path), towers, tokenizer, config
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write weights, tokenizer and ``ance_ir_encoder.json``, replacing ``directory`` as a whole.
@@ -131,16 +141,21 @@ class DenseEncoder(torch.nn.Module):
         :mod:`ance_ir.modeling.sentence_transformers_files`) let ``SentenceTransformer(directory)`` load it too.
         """
         with atomic_directory(directory) as tmp:
-            write_kind(tmp, self.kind)
-            self.config.save(tmp)
-            self.tokenizer.save_pretrained(tmp)
-            if self.config.shared:
-                self.towers["query"].save(tmp)
-            else:
-                for side in SIDES:
-                    (tmp / side).mkdir()
-                    self.towers[side].save(tmp / side)
-            write_sentence_transformers_files(tmp, self.config, self.towers, self.tokenizer)
+            self._save_files(tmp)
+
+    def _save_files(self, directory: Path) -> None:
+        """Write the model into the (new, empty) ``directory``; a subclass adds its own files."""
+        write_kind(directory, self.kind)
+        self.config.save(directory)
+        self.tokenizer.save_pretrained(directory)
+        if self.config.shared:
+            self.towers["query"].save(directory)
+        else:
+            for side in SIDES:
+                (directory / side).mkdir()
+                self.towers[side].save(directory / side)
+        if self.sentence_transformers:
+            write_sentence_transformers_files(directory, self.config, self.towers, self.tokenizer)
 
     @property
     def query_tower(self) -> Tower:
@@ -192,9 +207,17 @@ class DenseEncoder(torch.nn.Module):
         else:
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             vectors = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return self._project(tower, vectors)
+
+    def _project(self, tower: Tower, vectors: torch.Tensor) -> torch.Tensor:
+        """Pooled states ``[..., hidden]`` through the tower's head (if any), then L2-normalised if configured."""
         if tower.head is not None:
             vectors = tower.head(vectors)
         return F.normalize(vectors, p=2, dim=-1) if self.config.normalize else vectors
+
+    def _vector_shape(self, side: str) -> tuple[int, ...]:
+        """Shape of one text's output of ``encode_*`` for ``side`` (query or passage): one vector."""
+        return (self.dim,)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False,
                        precision: str | None = None) -> np.ndarray:
@@ -230,7 +253,7 @@ class DenseEncoder(torch.nn.Module):
         """Encode ``texts`` in batches taken in ``order`` (eval mode), and return rows in input order."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out = np.empty((len(texts), *self._vector_shape(side)), dtype=np.float32)
         was_training = self.training
         self.eval()
         try:

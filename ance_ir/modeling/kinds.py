@@ -7,6 +7,10 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
 * ``dense``: one vector per text, dot product, a faiss index (:class:`~ance_ir.modeling.DenseEncoder`).
 * ``cross-encoder``: scores a (query, passage) pair; ``index`` None: it reranks a run
   (:class:`~ance_ir.modeling.cross_encoder.CrossEncoder`, :mod:`ance_ir.rerank`).
+* ``mebert``: a query vector against a passage's first ``m`` token vectors, best one counts; ``m`` rows per
+  passage in a faiss index (:class:`~ance_ir.modeling.mebert.MeBertEncoder`).
+* ``poly-encoder``: ``m`` code vectors of the query, mixed by attention to the passage vector; ``index`` None: it
+  reranks a run (:class:`~ance_ir.modeling.poly_encoder.PolyEncoder`).
 
 Kinds to come fill the same slots: ``multivector`` (token vectors, MaxSim, a token index), ``sparse`` (term
 weights, a Lucene impact index).
@@ -64,6 +68,8 @@ def kind_class(kind: str) -> type:
     """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
     import ance_ir.modeling.cross_encoder  # noqa: F401 - registers the built-in kinds
     import ance_ir.modeling.encoder  # noqa: F401
+    import ance_ir.modeling.mebert  # noqa: F401
+    import ance_ir.modeling.poly_encoder  # noqa: F401
 
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))} (a plugin kind "

@@ -1,4 +1,8 @@
-"""Dense retrieval: encode queries with a :class:`DenseEncoder`, search a faiss index in Pyserini's layout."""
+"""Dense retrieval: encode queries with a :class:`DenseEncoder`, search a faiss index in Pyserini's layout.
+
+An ME-BERT index (kind ``mebert``, ``m`` vectors per passage) is searched the same way: its query is one vector
+and :meth:`~ance_ir.index.DenseIndex.search` keeps each passage's best vector.
+"""
 
 from __future__ import annotations
 
@@ -67,6 +71,9 @@ class DenseSearcher:
     """Batch dense search: queries encoded in batches, one faiss search per batch."""
 
     def __init__(self, index: DenseIndex, encoder: DenseEncoder):
+        if encoder.index not in ("dense", "mebert"):
+            raise ValueError(f"a {encoder.kind!r} model searches no dense index (one with index None reranks a run: "
+                             "python -m ance_ir.rerank)")
         if encoder.dim != index.dim:
             raise ValueError(f"encoder produces {encoder.dim}-dimensional vectors, "
                              f"index {index.folder} holds {index.dim}")

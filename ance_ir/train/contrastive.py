@@ -28,7 +28,7 @@ from ance_ir.train.modeling import DualEncoderModule
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES, NegativeSampler, build_sampler
 from ance_ir.train.refresher import Refresher
 from ance_ir.train.settings import ConfigError
-from ance_ir.train.task import StepLoss, TaskContext, TrainingTask, register_task
+from ance_ir.train.task import TASKS, StepLoss, TaskContext, TrainingTask, register_task
 
 
 class GroupDraws:
@@ -122,6 +122,9 @@ class ContrastiveTask(GroupTask):
     """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product."""
 
     name = "contrastive"
+    #: ``(queries, passages, group_size, in_batch, mask, teacher) -> GroupScores`` (dot products; a task scoring
+    #: another kind's representations replaces it)
+    score_groups = staticmethod(dense_group_scores)
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -133,10 +136,15 @@ class ContrastiveTask(GroupTask):
     def check_config(cls, config: Any) -> None:
         from ance_ir.modeling.kinds import kind_class
 
-        if config.model.kind and kind_class(config.model.kind).index is None:
-            raise ConfigError("model.kind", f"{config.model.kind!r} models score pairs and encode no index; the "
-                                            "contrastive task trains dual encoders (a cross-encoder trains with "
-                                            "task: cross-encoder)")
+        kind = config.model.kind
+        if kind and cls.model_kind is None:
+            if kind_class(kind).index is None:
+                raise ConfigError("model.kind", f"{kind!r} models score pairs and encode no index; the contrastive "
+                                                "task trains dual encoders (a cross-encoder trains with "
+                                                "task: cross-encoder)")
+            own = [task.name for task in TASKS.values() if task.model_kind == kind]
+            if own:
+                raise ConfigError("model.kind", f"{kind!r} models train with task: {own[0]}")
         super().check_config(config)
 
     @property
@@ -163,15 +171,15 @@ class ContrastiveTask(GroupTask):
         return queries.float(), passages.float()
 
     def group_loss(self, queries: torch.Tensor, passages: torch.Tensor, batch: GroupBatch) -> StepLoss:
-        """The configured loss of the groups' dot-product scores (over the global batch with in-batch + DDP)."""
+        """The configured loss of the groups' scores (over the global batch with in-batch + DDP)."""
         dist, device, exclude = self.ctx.dist, self.ctx.device, self.ctx.data.exclude
         group_size = batch.inputs.group_size
         if self.ctx.config.task.in_batch and dist.enabled:
             mask = in_batch_mask(batch.groups, exclude).to(device)
-            scores = dense_group_scores(dist.gather_with_grad(queries), dist.gather_with_grad(passages),
-                                        group_size, True, mask, self._teacher(batch.groups))
+            scores = self.score_groups(dist.gather_with_grad(queries), dist.gather_with_grad(passages),
+                                       group_size, True, mask, self._teacher(batch.groups))
             return StepLoss(self.loss_fn(scores), dist.world_size, True)
         in_batch = self.ctx.config.task.in_batch
         mask = in_batch_mask(batch.mine, exclude).to(device) if in_batch else None
-        scores = dense_group_scores(queries, passages, group_size, in_batch, mask, self._teacher(batch.mine))
+        scores = self.score_groups(queries, passages, group_size, in_batch, mask, self._teacher(batch.mine))
         return StepLoss(self.loss_fn(scores))

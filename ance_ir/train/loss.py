@@ -12,6 +12,7 @@ default), decorated with :func:`register_loss`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -78,6 +79,25 @@ def dense_group_scores(queries: torch.Tensor, passages: torch.Tensor, group_size
             scores = scores.masked_fill(mask, float("-inf"))
         return GroupScores(scores, torch.arange(b, device=queries.device) * group_size, group_size, True, teacher)
     scores = torch.einsum("bd,bgd->bg", queries, passages.view(b, group_size, dim))
+    return GroupScores(scores, torch.zeros(b, dtype=torch.long, device=queries.device), group_size, False, teacher)
+
+
+def scored_groups(score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], queries: torch.Tensor,
+                  passages: torch.Tensor, group_size: int, in_batch: bool, mask: torch.Tensor | None = None,
+                  teacher: torch.Tensor | None = None) -> GroupScores:
+    """:func:`dense_group_scores` for any model's representations: ``B`` queries' (``[B, ...]``) against ``B*G``
+    passages' (``[B*G, ...]``), scored by ``score(queries [..., *q], passages [..., P, *p]) -> [..., P]`` (leading
+    dimensions broadcast): the whole batch ``[B, B*G]`` with in-batch negatives, else each query's own group."""
+    b = len(queries)
+    if len(passages) != b * group_size:
+        raise ValueError(f"expected {b * group_size} passages for {b} queries in groups of {group_size}, got "
+                         f"{len(passages)}")
+    if in_batch:
+        scores = score(queries, passages)
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        return GroupScores(scores, torch.arange(b, device=queries.device) * group_size, group_size, True, teacher)
+    scores = score(queries, passages.view(b, group_size, *passages.shape[1:]))
     return GroupScores(scores, torch.zeros(b, dtype=torch.long, device=queries.device), group_size, False, teacher)
 
 

@@ -21,7 +21,7 @@ import torch
 from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
-from ance_ir.index import DenseIndex, build_index
+from ance_ir.index import DenseIndex, passage_index
 from ance_ir.modeling.kinds import load_model
 from ance_ir.negatives.mining import mine
 from ance_ir.train.checkpoint import step_of
@@ -111,7 +111,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     lap("load_s")
     vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision)
     lap("encode_s")
-    index = DenseIndex(build_index(vectors, job.index_type), job.docids)
+    index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     lap("index_s")
     record: dict[str, Any] = {"step": step, "checkpoint": str(checkpoint), "mode": mode, "device": str(device),
                               "passages": len(job.docids)}
