@@ -67,6 +67,9 @@ class DenseSearcher:
     """Batch dense search: queries encoded in batches, one faiss search per batch."""
 
     def __init__(self, index: DenseIndex, encoder: DenseEncoder):
+        if getattr(encoder, "index", "dense") != "dense":
+            raise ValueError(f"a {encoder.kind!r} model cannot search the dense index {index.folder} (it encodes "
+                             f"into a {encoder.index!r} index)")
         if encoder.dim != index.dim:
             raise ValueError(f"encoder produces {encoder.dim}-dimensional vectors, "
                              f"index {index.folder} holds {index.dim}")
