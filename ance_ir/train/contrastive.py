@@ -133,10 +133,15 @@ class ContrastiveTask(GroupTask):
     def check_config(cls, config: Any) -> None:
         from ance_ir.modeling.kinds import kind_class
 
-        if config.model.kind and kind_class(config.model.kind).index is None:
+        index = kind_class(config.model.kind).index if config.model.kind else "dense"
+        if index is None:
             raise ConfigError("model.kind", f"{config.model.kind!r} models score pairs and encode no index; the "
                                             "contrastive task trains dual encoders (a cross-encoder trains with "
                                             "task: cross-encoder)")
+        if index != "dense":
+            raise ConfigError("model.kind", f"{config.model.kind!r} models encode a {index!r} index; the contrastive "
+                                            "task trains dense dual encoders (a colbert model trains with "
+                                            "task: colbert)")
         super().check_config(config)
 
     @property
