@@ -267,7 +267,7 @@ def test_rerank_orders_the_top_depth_by_the_poly_encoder(poly, toy, first_stage,
 def test_bad_inputs_give_one_line(poly, bert, toy, first_stage, tmp_path, capsys):
     output = tmp_path / "out"
     assert_refused(cli(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(poly), "--output",
-                       str(output), capsys=capsys), "a 'poly-encoder' model writes no dense index", output)
+                       str(output), capsys=capsys), "a 'poly-encoder' model writes no index", output)
     assert_refused(cli(rerank, *rerank_args(poly, toy, first_stage, output, "--depth", "0"), capsys=capsys),
                    "--depth must be at least 1, got 0", output)
     assert_refused(cli(rerank, *rerank_args(poly, toy, first_stage, output, "--max-length", "64"), capsys=capsys),
@@ -280,4 +280,4 @@ def test_bad_inputs_give_one_line(poly, bert, toy, first_stage, tmp_path, capsys
                        "--output", str(output), capsys=capsys),
                    "is a 'poly-encoder' model, expected a 'dense' model", output)
     assert_refused(cli(rerank, *rerank_args(dense, toy, first_stage, output), capsys=capsys),
-                   "is a 'dense' model, expected a 'cross-encoder' model", output)
+                   "is a 'dense' model, which scores no (query, passage) pairs", output)

@@ -1,4 +1,5 @@
-"""``python -m ance_ir.encode``: encode a corpus into a dense index in Pyserini's layout, or merge shards.
+"""``python -m ance_ir.encode``: encode a corpus into a dense index in Pyserini's layout (or a token index, for a
+late-interaction model such as ``colbert``), or merge dense shards.
 
     python -m ance_ir.encode --corpus rag24-mini --encoder minilm --output indexes/rag24-mini.minilm
     torchrun --nproc_per_node 2 -m ance_ir.encode --corpus C --encoder M --output indexes/x
@@ -12,6 +13,12 @@ An interrupted run resumes from the chunks finished in OUTPUT.partial. Shard i/n
 contiguous slices of the corpus and keeps its raw vectors, so merged shards can be any index type. Under
 torchrun each rank encodes shard RANK/WORLD_SIZE (on GPU LOCAL_RANK when there are GPUs) into
 OUTPUT.shards, and rank 0 merges them into OUTPUT: the same index as a one-process run.
+
+A colbert model writes a token index (every kept token vector, float16, plus faiss k-means centroids; see
+``ance_ir.index.token_index``), resumable the same way, in one process (no --shard, no torchrun):
+
+    python -m ance_ir.encode --corpus rag24-mini --encoder train-runs/rag24-mini/colbert \
+        --output indexes/rag24-mini.colbert [--centroids 8192]
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from ance_ir.datasets import resolve_corpus
 from ance_ir.encode.corpus_encoder import Shard, encode_corpus
 from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
 from ance_ir.index import INDEX_TYPES, DenseIndex, merge_indexes
+from ance_ir.index.token_index import TokenIndex, index_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -38,7 +46,12 @@ def _shard(spec: str) -> Shard:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _report(dense: DenseIndex) -> None:
+def _report(dense: DenseIndex | TokenIndex) -> None:
+    if isinstance(dense, TokenIndex):
+        print(f"wrote {dense.folder}: {len(dense)} passages, {dense.meta['tokens']} token vectors of dimension "
+              f"{dense.dim}, {dense.meta['centroids']} centroids, {index_bytes(dense.folder) / 2 ** 20:.1f} MiB",
+              file=sys.stderr)
+        return
     params = ", ".join(f"{k}={v}" for k, v in dense.meta["index_params"].items())
     print(f"wrote {dense.folder}: {len(dense)} vectors of dimension {dense.dim}, "
           f"{dense.meta['index_type']} index" + (f" ({params})" if params else ""), file=sys.stderr)
@@ -80,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                              "within 0.005 of fp32, see docs/bench.md), fp16 on older GPUs, else fp32; "
                              "int8: dynamic quantisation on the CPU (faster on CPUs without bf16, lossy)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's, one per core)")
+    parser.add_argument("--centroids", type=positive_int,
+                        help="token index: k-means centroids (default 2^floor(log2(16 sqrt(tokens))), ColBERTv2's)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
@@ -132,18 +147,30 @@ def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.dev
 
 
 def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output: Path, shard: Shard | None,
-            index_type: str, *, overwrite: bool, show_progress: bool, reuse: bool = False) -> DenseIndex | None:
+            index_type: str, *, overwrite: bool, show_progress: bool,
+            reuse: bool = False) -> DenseIndex | TokenIndex | None:
     """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
     from ance_ir.modeling.kinds import load_model
 
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize),
                                    ("passage_max_length", args.passage_max_length)) if v is not None}
     encoder = load_model(args.encoder, **overrides)
-    if encoder.index not in ("dense", "mebert"):
-        raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no dense index")
+    if encoder.index not in ("dense", "mebert", "tokens"):
+        raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no index (it scores pairs: use "
+                         "python -m ance_ir.rerank)")
     encoder.to(device)
     encoder.inference_precision = args.precision
     name = str(Path(args.encoder).resolve()) if Path(args.encoder).is_dir() else args.encoder
+    if encoder.index == "tokens":
+        from ance_ir.encode.token_encoder import encode_tokens
+
+        if shard or Launch.from_env():
+            raise ValueError(f"{args.encoder}: a token index is encoded in one process (no --shard, no torchrun)")
+        if index_type != "flat":
+            raise ValueError(f"--index-type {index_type}: a token index has its own layout (flat only)")
+        return encode_tokens(corpus, encoder, output, encoder_name=name, batch_size=args.batch_size,
+                             chunk_size=args.chunk_size, centroids=args.centroids, overwrite=overwrite,
+                             show_progress=show_progress)
     if reuse and shard and finished_shard(output, shard, corpus, name, encoder.config.to_dict()):
         print(f"reused finished shard {output}", file=sys.stderr)
         return None

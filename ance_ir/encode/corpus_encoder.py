@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -109,29 +109,77 @@ def _check_job(work: Path, job: dict[str, Any]) -> None:
                                    f"now {value!r}); delete it or choose another --output")
 
 
-def _finished_chunk(work: Path, number: int, docids: list[str], per: int, dim: int) -> bool:
-    """Whether chunk ``number`` is on disk; checks it holds ``docids`` and ``per`` vectors of dimension ``dim``
-    for each."""
+def _lengths_path(work: Path, number: int) -> Path:
+    """A token chunk's passage token counts (``chunk-00000.lens.npy``)."""
+    return work / f"chunk-{number:05d}.lens.npy"
+
+
+def _finished_chunk(work: Path, number: int, docids: list[str], dim: int, per: int = 1, tokens: bool = False) -> bool:
+    """Whether chunk ``number`` is on disk; checks it holds ``docids`` and vectors of dimension ``dim`` (``per`` a
+    passage, or with ``tokens`` as many as its ``.lens.npy`` counts)."""
     vectors_path, docid_path = _chunk_paths(work, number)
     if not vectors_path.is_file():
         return False
     if docid_path.read_text(encoding="utf-8").splitlines() != docids:
         raise InputError(docid_path, f"does not match the corpus passages of this chunk; delete {work}")
+    rows = len(docids) * per
+    if tokens:
+        lengths = np.load(_lengths_path(work, number))
+        if lengths.shape != (len(docids),):
+            raise InputError(_lengths_path(work, number), f"has shape {lengths.shape}, expected "
+                                                          f"{(len(docids),)}; delete {work}")
+        rows = int(lengths.sum())
     shape = np.load(vectors_path, mmap_mode="r").shape
-    if shape != (len(docids) * per, dim):
-        raise InputError(vectors_path, f"has shape {shape}, expected {(len(docids) * per, dim)}; delete {work}")
+    if shape != (rows, dim):
+        raise InputError(vectors_path, f"has shape {shape}, expected {(rows, dim)}; delete {work}")
     return True
 
 
-def _save_chunk(work: Path, job: dict[str, Any], number: int, vectors: np.ndarray, docids: list[str]) -> None:
+def _save_chunk(work: Path, job: dict[str, Any], number: int, vectors: np.ndarray, docids: list[str],
+                lengths: np.ndarray | None = None) -> None:
+    """Write a chunk: ids first, then the token counts (if any), the vectors last (what marks it finished)."""
     if not (work / JOB_FILE).is_file():
         with atomic_write(work / JOB_FILE) as f:
             f.write(json.dumps(job, indent=2) + "\n")
     vectors_path, docid_path = _chunk_paths(work, number)
     with atomic_write(docid_path) as f:
         f.writelines(f"{d}\n" for d in docids)
+    if lengths is not None:
+        with atomic_write(_lengths_path(work, number), "wb") as f:
+            np.save(f, lengths)
     with atomic_write(vectors_path, "wb") as f:
         np.save(f, vectors)
+
+
+def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any], chunk_size: int, dim: int,
+                  encode: Callable[[list[str]], tuple[np.ndarray, np.ndarray | None]], desc: str,
+                  show_progress: bool = True, tokens: bool = False, per: int = 1) -> tuple[list[str], list[Path]]:
+    """Encode the passages at ``positions`` of ``corpus`` chunk by chunk into ``work``, reusing finished chunks.
+
+    ``encode(texts)`` gives a chunk's vectors (``per`` rows a passage) and, with ``tokens`` (token vectors, stored
+    back to back), each passage's token count (else None).
+    Returns the docids and the chunks' vector files, in corpus order.
+    """
+    if work.is_dir():
+        _check_job(work, job)
+    docids: list[str] = []
+    parts: list[Path] = []
+    resumed = 0
+    passages = islice(iter_corpus(corpus), positions.start, positions.stop)
+    with tqdm(total=len(positions), unit="passage", desc=desc, disable=not show_progress, file=sys.stderr) as bar:
+        for number, chunk in enumerate(_chunks(passages, chunk_size)):
+            chunk_ids = [p.docid for p in chunk]
+            if _finished_chunk(work, number, chunk_ids, dim, per, tokens):
+                resumed += len(chunk)
+            else:
+                vectors, lengths = encode([p.text for p in chunk])
+                _save_chunk(work, job, number, vectors, chunk_ids, lengths)
+            docids += chunk_ids
+            parts.append(_chunk_paths(work, number)[0])
+            bar.update(len(chunk))
+    if resumed:
+        print(f"reused {resumed} of {len(positions)} passages already encoded in {work}", file=sys.stderr)
+    return docids, parts
 
 
 def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path, *, encoder_name: str,
@@ -184,27 +232,10 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
         job["vectors_per_passage"] = per
     work = work_folder(output)
     _remove_stale(output, work)
-    if work.is_dir():
-        _check_job(work, job)
-    docids: list[str] = []
-    parts: list[Path] = []
-    resumed = 0
-    passages = islice(iter_corpus(corpus), positions.start, positions.stop)
-    with tqdm(total=len(positions), unit="passage", desc=f"encode {output.name}", disable=not show_progress,
-              file=sys.stderr) as bar:
-        for number, chunk in enumerate(_chunks(passages, chunk_size)):
-            chunk_ids = [p.docid for p in chunk]
-            if _finished_chunk(work, number, chunk_ids, per, encoder.dim):
-                resumed += len(chunk)
-            else:
-                vectors = encoder.encode_passages([p.text for p in chunk], batch_size=batch_size)
-                vectors = vectors.reshape(-1, encoder.dim)
-                _save_chunk(work, job, number, vectors, chunk_ids)
-            docids += chunk_ids
-            parts.append(_chunk_paths(work, number)[0])
-            bar.update(len(chunk))
-    if resumed:
-        print(f"reused {resumed} of {len(positions)} passages already encoded in {work}", file=sys.stderr)
+    docids, parts = encode_chunks(corpus, positions, work, job, chunk_size, encoder.dim,
+                                  lambda texts: (encoder.encode_passages(texts, batch_size=batch_size)
+                                                 .reshape(-1, encoder.dim), None),
+                                  f"encode {output.name}", show_progress, per=per)
     vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
     meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")},
             "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,

@@ -11,9 +11,10 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
   passage in a faiss index (:class:`~ance_ir.modeling.mebert.MeBertEncoder`).
 * ``poly-encoder``: ``m`` code vectors of the query, mixed by attention to the passage vector; ``index`` None: it
   reranks a run (:class:`~ance_ir.modeling.poly_encoder.PolyEncoder`).
+* ``colbert``: token vectors, MaxSim; ``index`` ``"tokens"``: a token index (:mod:`ance_ir.index.token_index`);
+  it also scores pairs, so it reranks a run too (:class:`~ance_ir.modeling.colbert.ColBERT`).
 
-Kinds to come fill the same slots: ``multivector`` (token vectors, MaxSim, a token index), ``sparse`` (term
-weights, a Lucene impact index).
+Kinds to come fill the same slots, e.g. ``sparse`` (term weights, a Lucene impact index).
 A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
 :func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
 """
@@ -66,7 +67,8 @@ def saved_kind(directory: str | Path) -> str | None:
 
 def kind_class(kind: str) -> type:
     """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
-    import ance_ir.modeling.cross_encoder  # noqa: F401 - registers the built-in kinds
+    import ance_ir.modeling.colbert  # noqa: F401 - registers the built-in kinds
+    import ance_ir.modeling.cross_encoder  # noqa: F401
     import ance_ir.modeling.encoder  # noqa: F401
     import ance_ir.modeling.mebert  # noqa: F401
     import ance_ir.modeling.poly_encoder  # noqa: F401

@@ -1,4 +1,4 @@
-"""``python -m ance_ir.rerank``: rerank a first-stage TREC run (BM25, dense, hybrid) with a cross-encoder.
+"""``python -m ance_ir.rerank``: rerank a first-stage TREC run (BM25, dense, hybrid) with a cross-encoder or ColBERT.
 
     python -m ance_ir.rerank --run runs/rag24/bm25.test.trec.gz --topics rag24-mini-test --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --depth 100 --output runs/bm25.ce.trec
@@ -18,7 +18,9 @@ writes them): every passage gets the model's score as its ``score``, the teacher
 
 The model is a cross-encoder saved by ance-ir (``task: cross-encoder`` training, its run folder or ``final/``),
 a Hugging Face sequence-classification checkpoint with one label (``cross-encoder/ms-marco-MiniLM-L-6-v2``), or
-a poly-encoder saved by ance-ir (``task: poly-encoder``): the kind its folder records decides.
+a poly-encoder (``task: poly-encoder``), or a ColBERT model (``task: colbert``: each distinct query and passage is
+then encoded once and every pair scored by MaxSim): the kind its folder records decides (``--max-length`` is a
+cross-encoder setting).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", help="topics TSV file or name (rag24-mini-test, dl19, ...); needed with --run")
     parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name (rag24-mini): the "
                                                         "passages' texts")
-    parser.add_argument("--model", required=True, help="cross-encoder or poly-encoder: model dir, training run "
-                                                         "folder or HF id")
+    parser.add_argument("--model", required=True, help="cross-encoder, poly-encoder or colbert model: model dir, "
+                                                       "training run folder or HF id")
     parser.add_argument("--output", required=True, help="TREC run file to write (with --groups: a groups file)")
     parser.add_argument("--depth", type=int, default=100,
                         help="rerank each query's top N hits; the hits below keep their first-stage order "
@@ -71,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.modeling.inference import resolve_precision
-    from ance_ir.modeling.kinds import load_model
-    from ance_ir.rerank import check_run, group_passages, passages_for, rerank, score_groups
+    from ance_ir.rerank import check_run, group_passages, load_reranker, passages_for, rerank, score_groups
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -85,13 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         first_stage = read_run(args.run)
         check_run(first_stage, topics, args.run, args.topics)
         qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
-    kind = _pair_scoring_kind(args.model)
-    if args.max_length and kind != "cross-encoder":
-        raise ValueError(f"--max-length is a cross-encoder setting; {args.model} is a {kind!r} model")
-    model = load_model(args.model, kind, **({"max_length": args.max_length} if args.max_length else {}))
-    if getattr(model, "fresh_head", False):
-        raise ValueError(f"{args.model}: has no trained cross-encoder head (a plain backbone); train one with "
-                         "task: cross-encoder, or give a sequence-classification checkpoint")
+    model = load_reranker(args.model, **({"max_length": args.max_length} if args.max_length else {}))
     model.to(device)
     if args.groups:
         passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
@@ -113,18 +108,6 @@ def main(argv: list[str] | None = None) -> int:
 
         print(format_table(evaluate(qrels, run), label=Path(args.output).name))
     return 0
-
-
-def _pair_scoring_kind(name: str) -> str:
-    """The kind a model reranks as: the kind its folder records when that kind scores pairs (``score_pairs``: the
-    cross-encoder, the poly-encoder), else ``cross-encoder`` (a plain checkpoint; ``load_model`` refuses a folder
-    of another kind)."""
-    from ance_ir.modeling.kinds import kind_class, saved_kind
-    from ance_ir.modeling.resolve import resolve_model_path
-
-    path = resolve_model_path(name)
-    recorded = saved_kind(path) if Path(path).is_dir() else None
-    return recorded if recorded and hasattr(kind_class(recorded), "score_pairs") else "cross-encoder"
 
 
 if __name__ == "__main__":

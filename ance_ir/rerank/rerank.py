@@ -1,16 +1,39 @@
-"""Reranking a first-stage run with a cross-encoder: the top ``depth`` hits of each query by the model's score,
-the hits below ``depth`` after them in their first-stage order."""
+"""Reranking a first-stage run with a model that scores pairs (a cross-encoder, a poly-encoder, or ColBERT by
+MaxSim): the top ``depth`` hits of each query by the model's score, the hits below ``depth`` after them in their
+first-stage order."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ance_ir.data import InputError, Run, iter_corpus
 
 if TYPE_CHECKING:
+    from ance_ir.modeling.colbert import ColBERT
     from ance_ir.modeling.cross_encoder import CrossEncoder
+
+
+def load_reranker(name: str | Path, **overrides: Any) -> Any:
+    """A model of a kind that scores (query, passage) pairs (``score_pairs``: the cross-encoder, the poly-encoder,
+    ColBERT), with a trained head; ValueError for another kind or a bare backbone. A folder that records no kind
+    (a Hugging Face checkpoint) is a cross-encoder."""
+    from ance_ir.modeling.kinds import kind_class, load_model, saved_kind
+    from ance_ir.modeling.resolve import resolve_model_path
+
+    path = resolve_model_path(name)
+    kind = (saved_kind(path) if Path(path).is_dir() else None) or "cross-encoder"
+    if not hasattr(kind_class(kind), "score_pairs"):
+        raise ValueError(f"{name}: is a {kind!r} model, which scores no (query, passage) pairs; rerank with a "
+                         "cross-encoder, poly-encoder or colbert model")
+    if "max_length" in overrides and kind != "cross-encoder":
+        raise ValueError(f"--max-length is a cross-encoder setting; {name} is a {kind!r} model")
+    model = load_model(path, kind, **overrides)
+    if getattr(model, "fresh_head", False):
+        raise ValueError(f"{name}: has no trained {kind} head (a plain backbone); train one with task: {kind}"
+                         + (", or give a sequence-classification checkpoint" if kind == "cross-encoder" else ""))
+    return model
 
 
 def check_run(run: Run, topics: Mapping[str, str], run_path: str | Path, topics_name: str) -> None:
@@ -32,7 +55,7 @@ def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path)
     return texts
 
 
-def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder, depth: int,
+def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder | ColBERT, depth: int,
            batch_size: int = 32, precision: str | None = None, show_progress: bool = False) -> Run:
     """``run`` with each query's top ``depth`` hits reordered by ``model`` (ties keep the first-stage order).
 

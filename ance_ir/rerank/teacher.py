@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ance_ir.data import InputError, TrainingGroup, iter_corpus
 
 if TYPE_CHECKING:
+    from ance_ir.modeling.colbert import ColBERT
     from ance_ir.modeling.cross_encoder import CrossEncoder
 
 
@@ -26,7 +27,7 @@ def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_p
     return texts
 
 
-def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str], model: CrossEncoder,
+def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str], model: CrossEncoder | ColBERT,
                  batch_size: int = 32, precision: str | None = None,
                  show_progress: bool = False) -> list[TrainingGroup]:
     """``groups`` with each passage's ``score`` replaced by ``model``'s score of (query, passage); the passages

@@ -1,4 +1,4 @@
-"""``python -m ance_ir.search``: dense (optionally hybrid with BM25) search to a TREC run.
+"""``python -m ance_ir.search``: dense or late-interaction (optionally hybrid with BM25) search to a TREC run.
 
     python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.minilm \\
         --encoder minilm --output runs/minilm.trec
@@ -10,6 +10,12 @@ ance-ir CLI (``python -m ance_ir.fusion --runs BM25 DENSE --alpha A`` fuses the 
 hybrid alpha it weights the sparse side. A passage missing from one list takes that list's lowest score for
 the query (Pyserini's hybrid convention). ``--fusion rrf`` uses reciprocal rank fusion. When the topics have
 known qrels, the metrics are printed.
+
+A token index (a colbert model's, ``python -m ance_ir.encode``; compressed or not) is recognised by its
+``meta.json``: each query token's ``--nprobe`` nearest centroids give the candidate passages, which are scored
+exactly by MaxSim over their stored token vectors (``--nprobe 0``: exhaustive MaxSim over every passage):
+
+    python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.colbert --output runs/colbert.trec
 
 Queries are encoded as the index's ``meta.json`` records (encoder, pooling, normalisation). An index without
 one (built by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and
@@ -48,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction,
                         help="L2-normalise query vectors (default: the index's meta.json, else the encoder's own)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
+    parser.add_argument("--nprobe", type=int, default=4,
+                        help="token index: centroids probed per query token for candidates (0: exhaustive MaxSim "
+                             "over every passage; default 4)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -68,17 +77,21 @@ def main(argv: list[str] | None = None) -> int:
 
     from ance_ir.fusion import interpolate, reciprocal_rank_fusion
     from ance_ir.index import load_dense_index
+    from ance_ir.index.token_index import is_token_index
     from ance_ir.search import DenseSearcher, encoder_for_index, resolve_index
 
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
-    index = load_dense_index(resolve_index(args.index))
-    overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
-    encoder = encoder_for_index(index, args.encoder, **overrides)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size)
+    if is_token_index(args.index):
+        run = _token_search(args, topics, device)
+    else:
+        index = load_dense_index(resolve_index(args.index))
+        overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
+        encoder = encoder_for_index(index, args.encoder, **overrides)
+        run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size)
 
     if args.bm25_index:
         from ance_ir.bm25 import BM25Searcher
@@ -96,6 +109,23 @@ def main(argv: list[str] | None = None) -> int:
 
         print(format_table(evaluate(qrels, run), label=Path(args.output).name))
     return 0
+
+
+def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str) -> dict:
+    """Late-interaction search of a token index with the colbert model its ``meta.json`` names (or ``--encoder``)."""
+    from ance_ir.index.token_index import load_token_index
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.search.tokens import TokenSearcher
+
+    if args.pooling or args.normalize is not None:
+        raise ValueError(f"{args.index}: a token index; --pooling and --normalize are dense settings")
+    if args.nprobe < 0:
+        raise ValueError(f"--nprobe must be 0 (exhaustive) or more, got {args.nprobe}")
+    index = load_token_index(args.index)
+    model = load_model(args.encoder or index.meta["encoder"], index.meta.get("kind", "colbert"),
+                       **index.meta.get("encoder_config", {}))
+    return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
+                                                         batch_size=args.batch_size)
 
 
 if __name__ == "__main__":

@@ -71,9 +71,10 @@ class DenseSearcher:
     """Batch dense search: queries encoded in batches, one faiss search per batch."""
 
     def __init__(self, index: DenseIndex, encoder: DenseEncoder):
-        if encoder.index not in ("dense", "mebert"):
-            raise ValueError(f"a {encoder.kind!r} model searches no dense index (one with index None reranks a run: "
-                             "python -m ance_ir.rerank)")
+        if getattr(encoder, "index", "dense") not in ("dense", "mebert"):
+            raise ValueError(f"a {encoder.kind!r} model cannot search the dense index {index.folder} (it "
+                             + (f"encodes into a {encoder.index!r} index)" if encoder.index else
+                                "scores pairs: python -m ance_ir.rerank)"))
         if encoder.dim != index.dim:
             raise ValueError(f"encoder produces {encoder.dim}-dimensional vectors, "
                              f"index {index.folder} holds {index.dim}")

@@ -138,13 +138,17 @@ class ContrastiveTask(GroupTask):
 
         kind = config.model.kind
         if kind and cls.model_kind is None:
-            if kind_class(kind).index is None:
+            index = kind_class(kind).index
+            if index is None:
                 raise ConfigError("model.kind", f"{kind!r} models score pairs and encode no index; the contrastive "
                                                 "task trains dual encoders (a cross-encoder trains with "
                                                 "task: cross-encoder)")
             own = [task.name for task in TASKS.values() if task.model_kind == kind]
             if own:
                 raise ConfigError("model.kind", f"{kind!r} models train with task: {own[0]}")
+            if index != "dense":
+                raise ConfigError("model.kind", f"{kind!r} models encode a {index!r} index; the contrastive task "
+                                                "trains dense dual encoders")
         super().check_config(config)
 
     @property

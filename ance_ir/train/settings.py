@@ -65,7 +65,7 @@ class ModelSection(Section):
     section = "model"
     name: str = _opt("minilm", "starting model: model dir, run folder, alias (minilm, bert-tiny) or Hugging Face id",
                      "model")
-    kind: str | None = _opt(None, "model kind: dense, cross-encoder or a plugin's (default: the task's "
+    kind: str | None = _opt(None, "model kind: dense, cross-encoder, colbert or a plugin's (default: the task's "
                                    "kind if it has one, else what the model folder records, else dense)", "kind")
     init_from: str | None = _opt(None, "start from this model dir, or from the latest checkpoint of this run folder "
                                        "(e.g. a BM25 warm-up run); overrides name", "init_from")
@@ -118,7 +118,7 @@ class DataSection(Section):
 @dataclass
 class TaskSection(Section):
     section = "task"
-    name: str = _opt("contrastive", "training task: contrastive, cross-encoder (built in) or a plugin's",
+    name: str = _opt("contrastive", "training task: contrastive, cross-encoder, colbert (built in) or a plugin's",
                      "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "

@@ -121,7 +121,7 @@ CASES = {
     "encode-folder-is-not-a-model": Case("encode", ENCODE.replace("{W}/model", "{T}/model"), "{T}/model",
                                          "not a model folder (no config.json)", {"model": None}),
     "encode-cross-encoder-kind": Case("encode", ENCODE.replace("{W}/model", "{W}/ce"), "",
-                                      "'cross-encoder' model writes no dense index"),
+                                      "'cross-encoder' model writes no index"),
     "encode-batch-size-0": Case("encode", ENCODE + " --batch-size 0", "", "argument --batch-size"),
     "encode-chunk-size-0": Case("encode", ENCODE + " --chunk-size 0", "", "argument --chunk-size"),
     "encode-precision-unknown": Case("encode", ENCODE + " --precision fp64", "", "unknown precision 'fp64'"),

@@ -1,0 +1,65 @@
+"""Encode a corpus into a token index (:mod:`ance_ir.index.token_index`) with a late-interaction model (kind index
+``tokens``, e.g. ``colbert``), in the resumable chunks of :func:`~ance_ir.encode.corpus_encoder.encode_chunks`
+(``OUTPUT.partial/chunk-N.npy`` holds a chunk's float16 token vectors back to back, ``chunk-N.lens.npy`` each
+passage's count). Once every chunk is done the centroids are trained on the token vectors (faiss k-means), every
+token is assigned to its nearest one, and the folder is written at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ance_ir.data import sha256_file
+from ance_ir.encode.corpus_encoder import _count_passages, encode_chunks, work_folder
+from ance_ir.index.token_index import (
+    TokenIndex,
+    assign_centroids,
+    default_centroids,
+    train_centroids,
+    write_token_index,
+)
+
+if TYPE_CHECKING:
+    from ance_ir.modeling.colbert import ColBERT
+
+
+def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, encoder_name: str,
+                  batch_size: int = 32, chunk_size: int = 2048, centroids: int | None = None, seed: int = 0,
+                  overwrite: bool = False, show_progress: bool = True) -> TokenIndex:
+    """Encode ``corpus`` with ``model`` into a token index folder at ``output``; ``centroids`` defaults to
+    ColBERTv2's ``2^floor(log2(16 sqrt(tokens)))``. An existing ``output`` is replaced only with ``overwrite``."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk size must be positive, got {chunk_size}")
+    corpus, output = Path(corpus), Path(output)
+    if output.exists() and not overwrite:
+        raise ValueError(f"{output} already exists; pass --force to replace it")
+    total = _count_passages(corpus)
+    job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
+           "kind": model.kind, "encoder_config": model.settings, "shard": None, "chunk_size": chunk_size}
+
+    def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        vectors = model.encode_passages(texts, batch_size=batch_size)
+        return (np.concatenate(vectors).astype(np.float16),
+                np.array([len(v) for v in vectors], dtype=np.int32))
+
+    work = work_folder(output)
+    docids, parts = encode_chunks(corpus, range(total), work, job, chunk_size, model.dim, encode,
+                                  f"encode {output.name}", show_progress, tokens=True)
+    vectors = np.concatenate([np.load(p) for p in parts])
+    doclens = np.concatenate([np.load(p.with_name(p.stem + ".lens.npy")) for p in parts])
+    count = centroids or default_centroids(len(vectors))
+    if count > len(vectors):
+        raise ValueError(f"--centroids {count}: more than the corpus's {len(vectors)} token vectors")
+    print(f"k-means: {count} centroids over {len(vectors)} token vectors", file=sys.stderr)
+    centers = train_centroids(vectors, count, seed)
+    meta = {k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")}
+    meta["compression"] = None
+    index = write_token_index(output, docids, doclens, centers, assign_centroids(vectors, centers), meta,
+                              vectors=vectors)
+    shutil.rmtree(work)
+    return index

@@ -1,0 +1,56 @@
+"""Late-interaction search over a token index: candidate passages from the centroids nearest to each query token
+(faiss), then exact MaxSim over the candidates' stored (or decompressed) token vectors; or exhaustive MaxSim over
+every passage (the reference the candidate generation is measured against)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ance_ir.data import Run, Topics
+from ance_ir.index.token_index import TokenIndex
+from ance_ir.modeling.colbert import ColBERT, maxsim_one
+
+DEFAULT_NPROBE = 4
+SCAN_TOKENS = 65_536  # token vectors per block of an exhaustive scan
+
+
+class TokenSearcher:
+    """Search a token index with the colbert model that encoded it."""
+
+    def __init__(self, index: TokenIndex, model: ColBERT):
+        if model.dim != index.dim:
+            raise ValueError(f"the model produces {model.dim}-dimensional token vectors, index {index.folder} "
+                             f"holds {index.dim}")
+        self.index, self.model = index, model
+
+    def rank(self, query: np.ndarray, hits: int, nprobe: int = DEFAULT_NPROBE) -> list[tuple[str, float]]:
+        """The top ``hits`` passages for one query's token vectors ``[Lq, D]`` among the candidates of ``nprobe``
+        centroids per query token (``nprobe = 0``: every passage, exhaustive MaxSim)."""
+        if nprobe:
+            passages = self.index.candidates(query, nprobe)
+            scores = maxsim_one(query, self.index.token_vectors(self.index.passage_rows(passages)),
+                                self.index.doclens[passages])
+        else:
+            passages, scores = np.arange(len(self.index)), self.exhaustive(query)
+        top = np.argsort(-scores, kind="stable")[:hits]
+        return [(self.index.docids[passages[i]], float(scores[i])) for i in top]
+
+    def exhaustive(self, query: np.ndarray) -> np.ndarray:
+        """MaxSim of one query against every passage ``[N]``, scanning the index in blocks of passages."""
+        out = np.empty(len(self.index), dtype=np.float32)
+        offsets, start = self.index.offsets, 0
+        while start < len(self.index):
+            stop = max(start + 1, int(np.searchsorted(offsets, offsets[start] + SCAN_TOKENS, side="right")) - 1)
+            stop = min(stop, len(self.index))
+            vectors = self.index.token_vectors(slice(int(offsets[start]), int(offsets[stop])))
+            out[start:stop] = maxsim_one(query, vectors, self.index.doclens[start:stop])
+            start = stop
+        return out
+
+    def search(self, topics: Topics, hits: int = 1000, nprobe: int = DEFAULT_NPROBE, batch_size: int = 64) -> Run:
+        """Top ``hits`` passages for every query, best first."""
+        if hits < 1:
+            raise ValueError(f"hits must be at least 1, got {hits}")
+        qids = list(topics)
+        vectors = self.model.encode_queries([topics[q] for q in qids], batch_size=batch_size)
+        return {qid: self.rank(vectors[i], hits, nprobe) for i, qid in enumerate(qids)}
