@@ -107,7 +107,7 @@ def main() -> None:
             for nprobe in args.nprobe:
                 ms = per_query_ms(lambda q, n=nprobe, s=searcher: s.rank(q, 10, n), queries, args.repeats)
                 found = [{position[d] for d, _ in searcher.rank(q, 10, nprobe)} for q in queries]
-                recall = np.mean([len(a & b) / 10 for a, b in zip(found, exact, strict=True)])
+                recall = np.mean([len(a & b) / len(b) for a, b in zip(found, exact, strict=True)])
                 candidates = np.mean([len(index.candidates(q, nprobe)) for q in queries])
                 lines.append(f"| nprobe {nprobe} + exact MaxSim | {ms:.1f} | **{reference / ms:.2f}×** | "
                              f"{candidates:.0f} | {recall:.3f} |")
