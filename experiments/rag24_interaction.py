@@ -1,0 +1,229 @@
+"""Beyond one vector on rag24-mini: BERT_DOT against late interaction, multi-vector and BERT_CAT (issue 13).
+
+    python -m experiments.rag24_interaction run --backbone bert-tiny --seeds 1 2 3
+    python -m experiments.rag24_interaction speed --backbone bert-tiny
+    python -m experiments.rag24_interaction report --backbone bert-tiny --seeds 1 2 3 --output docs/interaction-rag24.md
+
+``run`` trains each model kind on the 200 training topics with the backbone's budget (the one of its best dense
+row in Table 1, ``experiments.rag24_table1``: same steps, queries a step, learning rate), then writes 100 hits a
+query for the 101 test topics to ``runs/rag24/interaction/BACKBONE/`` (committed): end-to-end runs from each
+kind's index, and reranked top 100s of BM25 and of the dense row. Every step is a package CLI, printed as it
+runs; finished steps are skipped, so an interrupted run continues. Training folders and indexes go to
+``train-runs/interaction/BACKBONE/`` (git-ignored).
+
+``speed`` times each system through the same CLIs on seed 1's models: index size on disk, encoding wall time
+(model loading included), and the marginal milliseconds per query, (time for all 101 test topics - time for one)
+/ 100, which leaves out loading. ``report`` evaluates the committed runs and writes the table with paired tests
+against the dense row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.rag24_table1 import BM25_RUNS, ROOT, py, sh
+
+HITS = 100
+TEST = "rag24-mini-test"
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """A shipped model and the budget its kinds train with (Table 1's settings for its family)."""
+
+    model: str
+    steps: int
+    batch_size: int
+    lr: float
+    dense_row: str  # Table 1's best dense row: runs/rag24/table1/BACKBONE/ROW.seedN.test.trec.gz
+    dense_flags: tuple[str, ...] = ()  # how Table 1 encodes with this backbone
+    extra: tuple[str, ...] = ()  # further training flags
+
+
+BACKBONES = {
+    "bert-tiny": Backbone("bert-tiny", steps=600, batch_size=16, lr=1e-4, dense_row="dpr",
+                          dense_flags=("--pooling", "mean", "--no-normalize")),
+    "minilm": Backbone("minilm", steps=100, batch_size=8, lr=2e-5, dense_row="dpr"),
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model kind trained from its config (``configs/rag24-mini/CONFIG.yaml``) with ``sets`` on top."""
+
+    name: str
+    config: str
+    sets: tuple[str, ...] = ()
+
+
+MODELS = {
+    # a cross-encoder has no in-batch negatives: its config's 8 queries x 8 passages a step
+    "cross-encoder": Model("cross-encoder", "cross-encoder", ("task.batch_size=8",)),
+    # one BM25 negative a query + in-batch, as the dense DPR row
+    "colbert": Model("colbert", "colbert", ("task.n_negatives=1",)),
+    "mebert-m1": Model("mebert-m1", "mebert", ("model.m=1",)),
+    "mebert-m2": Model("mebert-m2", "mebert", ("model.m=2",)),
+    "mebert-m4": Model("mebert-m4", "mebert", ("model.m=4",)),
+    "poly-encoder": Model("poly-encoder", "poly-encoder"),
+}
+
+
+@dataclass(frozen=True)
+class System:
+    """One row: a model used end to end (``first`` None: its own index) or reranking a first stage's top 100."""
+
+    name: str
+    label: str
+    model: str | None  # a key of MODELS; None: BM25 or the dense row (committed runs)
+    first: str | None = None  # "bm25" or "dense": rerank that run's top 100
+    bits: int | None = None  # ColBERTv2: the token index compressed to this many bits a dimension
+
+
+SYSTEMS = [
+    System("bm25", "BM25", None),
+    System("dense", "dense dual encoder (BERT_DOT, Table 1's best row)", None),
+    System("ce-bm25", "cross-encoder (BERT_CAT) reranking BM25 top 100", "cross-encoder", first="bm25"),
+    System("ce-dense", "cross-encoder (BERT_CAT) reranking dense top 100", "cross-encoder", first="dense"),
+    System("colbert", "ColBERT end to end", "colbert"),
+    System("colbert-rerank", "ColBERT reranking dense top 100", "colbert", first="dense"),
+    System("colbertv2-2bit", "ColBERTv2, 2-bit residuals", "colbert", bits=2),
+    System("colbertv2-1bit", "ColBERTv2, 1-bit residuals", "colbert", bits=1),
+    System("mebert-m1", "ME-BERT m = 1", "mebert-m1"),
+    System("mebert-m2", "ME-BERT m = 2", "mebert-m2"),
+    System("mebert-m4", "ME-BERT m = 4", "mebert-m4"),
+    System("poly-dense", "poly-encoder reranking dense top 100", "poly-encoder", first="dense"),
+]
+
+
+def work(backbone: str, *parts: str) -> Path:
+    return ROOT / "train-runs" / "interaction" / backbone / Path(*parts)
+
+
+def run_file(backbone: str, system: str, seed: int | None) -> Path:
+    if system == "bm25":
+        return ROOT / BM25_RUNS["test"]
+    if system == "dense":
+        row = BACKBONES[backbone].dense_row
+        return ROOT / "runs" / "rag24" / "table1" / backbone / f"{row}.seed{seed}.test.trec.gz"
+    return ROOT / "runs" / "rag24" / "interaction" / backbone / f"{system}.seed{seed}.test.trec.gz"
+
+
+def train(backbone: str, model: Model, seed: int) -> Path:
+    """Train (or find) ``model`` for ``seed``; return its run folder."""
+    out = work(backbone, f"{model.name}.seed{seed}")
+    if not (out / "final").is_dir():
+        b = BACKBONES[backbone]
+        sets = [f"model.name={b.model}", f"task.batch_size={b.batch_size}", f"optim.lr={b.lr}",
+                f"optim.max_steps={b.steps}", *model.sets]
+        sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{model.config}.yaml", "--seed", str(seed),
+              "--output", str(out), "--no-progress", *[a for s in sets for a in ("--set", s)], *b.extra))
+    return out
+
+
+def index_of(backbone: str, system: System, seed: int) -> Path:
+    """Encode the corpus with the system's model (once per model and seed), compressed to ``system.bits``."""
+    model = MODELS[system.model]
+    index = work(backbone, "indexes", f"{model.name}.seed{seed}")
+    if not (index / "meta.json").is_file():
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(work(backbone, f"{model.name}.seed{seed}")),
+              "--output", str(index), "--quiet"))
+    if system.bits is None:
+        return index
+    compressed = index.with_name(f"{index.name}.{system.bits}bit")
+    if not (compressed / "meta.json").is_file():
+        sh(py("ance_ir.index.compress", "--index", str(index), "--bits", str(system.bits), "--output",
+              str(compressed)))
+    return compressed
+
+
+def search_command(backbone: str, system: System, seed: int, topics: str, output: Path) -> list[str]:
+    """The CLI that writes ``system``'s run for ``topics``."""
+    model = str(work(backbone, f"{system.model}.seed{seed}"))
+    if system.first is None:
+        return py("ance_ir.search", "--index", str(index_of(backbone, system, seed)), "--topics", topics,
+                  "--hits", str(HITS), "--output", str(output))
+    first = run_file(backbone, system.first, seed)
+    return py("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", "rag24-mini", "--model", model,
+              "--depth", str(HITS), "--hits", str(HITS), "--quiet", "--output", str(output))
+
+
+def run(backbone: str, seeds: list[int], only: list[str] | None = None) -> None:
+    for seed in seeds:
+        for system in SYSTEMS:
+            if system.model is None or (only and system.name not in only):
+                continue
+            out = run_file(backbone, system.name, seed)
+            if not out.is_file():
+                train(backbone, MODELS[system.model], seed)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                sh(search_command(backbone, system, seed, TEST, out))
+
+
+def speed_file(backbone: str) -> Path:
+    return ROOT / "runs" / "rag24" / "interaction" / backbone / "speed.json"
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def speed(backbone: str) -> None:
+    """Size and speed of each system on seed 1's models (see the module docstring)."""
+    from ance_ir.data.topics import write_topics_tsv
+    from ance_ir.datasets import resolve_topics
+
+    topics = resolve_topics(TEST)
+    one = work(backbone, "one-topic.tsv")
+    write_topics_tsv(dict(list(topics.items())[:1]), one)
+    results = {}
+    for system in SYSTEMS:
+        if system.model is None:
+            continue
+        entry = {}
+        if system.first is None:
+            index = index_of(backbone, system, 1)
+            encoded = work(backbone, "speed-index")
+            seconds = sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",
+                            str(work(backbone, f"{system.model}.seed1")), "--output", str(encoded), "--force",
+                            "--quiet"))  # a compressed index: the time of the full one it is made from
+            count = json.loads((index / "meta.json").read_text())["count"]
+            entry |= {"index_bytes": folder_bytes(index), "passages": count, "encode_s": round(seconds, 2)}
+        for label, extra in (("ms_per_query", ()), ("ms_per_query_one_at_a_time", ("--batch-size", "1"))):
+            if system.first is not None and extra:
+                continue  # a reranker scores each query's 100 pairs on its own already
+            times = []
+            for topic_set in (str(one), TEST):
+                out = work(backbone, "speed.trec")
+                start = time.perf_counter()
+                sh([*search_command(backbone, system, 1, topic_set, out), *extra])
+                times.append(time.perf_counter() - start)
+            entry[label] = round((times[1] - times[0]) / (len(topics) - 1) * 1000, 2)
+        results[system.name] = entry
+    speed_file(backbone).write_text(json.dumps(results, indent=1) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["run", "speed", "report"])
+    parser.add_argument("--backbone", choices=sorted(BACKBONES), required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--only", nargs="+", choices=[s.name for s in SYSTEMS if s.model],
+                        help="run: these systems only")
+    parser.add_argument("--output", default="docs/interaction-rag24.md", help="report: Markdown file to update")
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.backbone, args.seeds, args.only)
+    elif args.command == "speed":
+        speed(args.backbone)
+    else:
+        from experiments.rag24_interaction_report import report
+
+        report(args.backbone, args.seeds, args.output)
+
+
+if __name__ == "__main__":
+    main()
