@@ -369,7 +369,7 @@ def test_rerank_bad_inputs_give_one_line(bert, trained_head, collection, first_s
     dense = tmp_path / "dense"
     DenseEncoder.from_pretrained(bert).save_pretrained(dense)
     assert_refused(cli(*rerank_args(dense, collection, first_stage, output)),
-                   "is a 'dense' model, expected a 'cross-encoder' or a 'poly-encoder' model", output)
+                   "is a 'dense' model, expected a 'cross-encoder' model", output)
     assert_refused(cli(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
                    "--depth must be at least 1, got 0", output)
     assert_refused(cli(*rerank_args(bert, collection, first_stage, output)), "has no trained cross-encoder head",

@@ -268,7 +268,7 @@ def test_bad_inputs_give_one_line(mebert, bert, toy, tmp_path, capsys):
     write_run({qid: [(d, 1.0) for d in TOY_PASSAGES] for qid in TOY_TOPICS}, first_stage, tag="first")
     assert_refused(cli(rerank, "--run", str(first_stage), "--topics", str(toy / "topics.tsv"), "--corpus", corpus,
                        "--model", str(mebert), "--output", str(output), capsys=capsys),
-                   "is a 'mebert' model, expected a 'cross-encoder' or a", output)
+                   "is a 'mebert' model, expected a 'cross-encoder' model", output)
     broken = tmp_path / "broken"
     broken.mkdir()
     for name in ("index", "meta.json"):

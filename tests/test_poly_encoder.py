@@ -273,7 +273,7 @@ def test_bad_inputs_give_one_line(poly, bert, toy, first_stage, tmp_path, capsys
     assert_refused(cli(rerank, *rerank_args(poly, toy, first_stage, output, "--depth", "0"), capsys=capsys),
                    "--depth must be at least 1, got 0", output)
     assert_refused(cli(rerank, *rerank_args(poly, toy, first_stage, output, "--max-length", "64"), capsys=capsys),
-                   "max_length is a cross-encoder setting", output)
+                   "--max-length is a cross-encoder setting", output)
     dense, index = tmp_path / "dense", tmp_path / "index"
     DenseEncoder.from_pretrained(bert).save_pretrained(dense)
     assert cli(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(dense), "--output", str(index),
@@ -282,4 +282,4 @@ def test_bad_inputs_give_one_line(poly, bert, toy, first_stage, tmp_path, capsys
                        "--output", str(output), capsys=capsys),
                    "is a 'poly-encoder' model, expected a 'dense' model", output)
     assert_refused(cli(rerank, *rerank_args(dense, toy, first_stage, output), capsys=capsys),
-                   "is a 'dense' model, expected a 'cross-encoder' or a", output)
+                   "is a 'dense' model, expected a 'cross-encoder' model", output)

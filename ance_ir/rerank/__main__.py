@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.modeling.inference import resolve_precision
-    from ance_ir.rerank import check_run, group_passages, load_reranker, passages_for, rerank, score_groups
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.rerank import check_run, group_passages, passages_for, rerank, score_groups
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -84,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         topics = resolve_topics(args.topics)
         first_stage = read_run(args.run)
         check_run(first_stage, topics, args.run, args.topics)
-    model = load_reranker(args.model, **({"max_length": args.max_length} if args.max_length else {}))
+    kind = _pair_scoring_kind(args.model)
+    if args.max_length and kind != "cross-encoder":
+        raise ValueError(f"--max-length is a cross-encoder setting; {args.model} is a {kind!r} model")
+    model = load_model(args.model, kind, **({"max_length": args.max_length} if args.max_length else {}))
+    if getattr(model, "fresh_head", False):
+        raise ValueError(f"{args.model}: has no trained cross-encoder head (a plain backbone); train one with "
+                         "task: cross-encoder, or give a sequence-classification checkpoint")
     model.to(device)
     if args.groups:
         passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
@@ -107,6 +114,18 @@ def main(argv: list[str] | None = None) -> int:
 
         print(format_table(evaluate(qrels, run), label=Path(args.output).name))
     return 0
+
+
+def _pair_scoring_kind(name: str) -> str:
+    """The kind a model reranks as: the kind its folder records when that kind scores pairs (``score_pairs``: the
+    cross-encoder, the poly-encoder), else ``cross-encoder`` (a plain checkpoint; ``load_model`` refuses a folder
+    of another kind)."""
+    from ance_ir.modeling.kinds import kind_class, saved_kind
+    from ance_ir.modeling.resolve import resolve_model_path
+
+    path = resolve_model_path(name)
+    recorded = saved_kind(path) if Path(path).is_dir() else None
+    return recorded if recorded and hasattr(kind_class(recorded), "score_pairs") else "cross-encoder"
 
 
 if __name__ == "__main__":

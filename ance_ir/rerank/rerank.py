@@ -1,40 +1,16 @@
-"""Reranking a first-stage run with a model that scores pairs (a cross-encoder, a poly-encoder): the top ``depth``
-hits of each query by the model's score, the hits below ``depth`` after them in their first-stage order."""
+"""Reranking a first-stage run with a cross-encoder: the top ``depth`` hits of each query by the model's score,
+the hits below ``depth`` after them in their first-stage order."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ance_ir.data import InputError, Run, iter_corpus
 
 if TYPE_CHECKING:
     from ance_ir.modeling.cross_encoder import CrossEncoder
-    from ance_ir.modeling.poly_encoder import PolyEncoder
-
-#: the model kinds that rerank (each has ``score_pairs``): a folder recording none is a cross-encoder checkpoint
-RERANK_KINDS = ("cross-encoder", "poly-encoder")
-
-
-def load_reranker(name: str | Path, **overrides: Any) -> Any:
-    """The model of a kind that reranks, with a trained head; ValueError for another kind or a bare backbone."""
-    from ance_ir.modeling.kinds import load_model, saved_kind
-    from ance_ir.modeling.resolve import resolve_model_path
-
-    path = resolve_model_path(name)
-    kind = (saved_kind(path) if Path(path).is_dir() else None) or RERANK_KINDS[0]
-    if kind not in RERANK_KINDS:
-        raise ValueError(f"{name}: is a {kind!r} model, expected a " + " or a ".join(map(repr, RERANK_KINDS))
-                         + " model")
-    if kind != "cross-encoder" and "max_length" in overrides:
-        raise ValueError(f"{name}: max_length is a cross-encoder setting; a {kind!r} model cuts queries and "
-                         "passages at its own query_max_length and passage_max_length")
-    model = load_model(path, kind, **overrides)
-    if model.fresh_head:
-        raise ValueError(f"{name}: has no trained {kind} head (a plain backbone); train one with task: {kind}"
-                         + (", or give a sequence-classification checkpoint" if kind == "cross-encoder" else ""))
-    return model
 
 
 def check_run(run: Run, topics: Mapping[str, str], run_path: str | Path, topics_name: str) -> None:
@@ -56,8 +32,8 @@ def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path)
     return texts
 
 
-def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder | PolyEncoder,
-           depth: int, batch_size: int = 32, precision: str | None = None, show_progress: bool = False) -> Run:
+def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder, depth: int,
+           batch_size: int = 32, precision: str | None = None, show_progress: bool = False) -> Run:
     """``run`` with each query's top ``depth`` hits reordered by ``model`` (ties keep the first-stage order).
 
     All pairs are scored in one :meth:`~CrossEncoder.score_pairs` call (length-sorted batches across queries).

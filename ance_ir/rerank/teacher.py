@@ -12,7 +12,6 @@ from ance_ir.data import InputError, TrainingGroup, iter_corpus
 
 if TYPE_CHECKING:
     from ance_ir.modeling.cross_encoder import CrossEncoder
-    from ance_ir.modeling.poly_encoder import PolyEncoder
 
 
 def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_path: str | Path) -> dict[str, str]:
@@ -27,7 +26,7 @@ def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_p
     return texts
 
 
-def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str], model: CrossEncoder | PolyEncoder,
+def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str], model: CrossEncoder,
                  batch_size: int = 32, precision: str | None = None,
                  show_progress: bool = False) -> list[TrainingGroup]:
     """``groups`` with each passage's ``score`` replaced by ``model``'s score of (query, passage); the passages
