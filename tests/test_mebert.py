@@ -276,3 +276,19 @@ def test_bad_inputs_give_one_line(mebert, bert, toy, tmp_path, capsys):
     (broken / "docid").write_text("".join(f"{d}\n" for d in list(TOY_PASSAGES) * 4))  # not m consecutive lines
     assert_refused(cli(search, *searching, "--index", str(broken), capsys=capsys),
                    "must repeat each docid on 4 consecutive lines", output)
+
+
+def test_shards_merge_into_the_unsharded_index(mebert, toy, tmp_path, capsys):
+    corpus, whole = str(toy / "corpus.jsonl"), tmp_path / "whole"
+    common = ("--encoder", str(mebert), "--precision", "fp32", "--quiet")
+    assert cli(encode, "--corpus", corpus, "--output", str(whole), *common, capsys=capsys)[0] == 0
+    for i in range(2):
+        code, err = cli(encode, "--corpus", corpus, "--output", str(tmp_path / f"s{i}"), "--shard", f"{i}/2",
+                        *common, capsys=capsys)
+        assert code == 0, err
+    code, err = cli(encode, "merge", "--inputs", str(tmp_path / "s1"), str(tmp_path / "s0"), "--output",
+                    str(tmp_path / "merged"), capsys=capsys)
+    assert code == 0, err
+    merged, expected = load_dense_index(tmp_path / "merged"), load_dense_index(whole)
+    assert merged.docids == expected.docids and merged.vectors_per_passage == 4
+    assert np.allclose(merged.index.reconstruct_n(0, 32), expected.index.reconstruct_n(0, 32), atol=1e-6)

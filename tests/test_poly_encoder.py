@@ -96,8 +96,9 @@ def dot(a: list[float], b: list[float]) -> float:
 
 
 def test_scores_are_passage_attention_over_code_attention(bert):
-    model = spread(load_model(bert, "poly-encoder", m=3))
-    assert isinstance(model, PolyEncoder) and model.m == 3 and model.index is None
+    model = load_model(bert, "poly-encoder", m=3)
+    assert isinstance(model, PolyEncoder) and model.m == 3 and model.index is None and model.fresh_head
+    spread(model)
     backbone, codes = model.query_tower.backbone, model.codes.tolist()
 
     def states(text: str, max_length: int) -> list[list[float]]:  # one text alone: no padding
@@ -138,8 +139,9 @@ def test_save_load_round_trip_keeps_the_codes(poly, tmp_path):
     queries, passages = QUERIES * 2, PASSAGES[:4] * 2
     assert np.array_equal(model.score_pairs(queries, passages), again.score_pairs(queries, passages))
     assert torch.equal(model.codes, again.codes)
+    assert not model.fresh_head
     fresh = load_model(poly, m=5)  # another m: new codes
-    assert fresh.m == 5 and fresh.codes.abs().max() < 0.2
+    assert fresh.m == 5 and fresh.codes.abs().max() < 0.2 and fresh.fresh_head
     with pytest.raises(ValueError, match="is a 'poly-encoder' model, expected a 'dense' model"):
         load_model(poly, "dense")
     with pytest.raises(ValueError, match="normalize must be false"):

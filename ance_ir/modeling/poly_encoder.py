@@ -64,6 +64,8 @@ class PolyEncoder(DenseEncoder):
             raise ValueError("a poly-encoder attends with dot products of unnormalised vectors: normalize must be "
                              "false")
         super().__init__(towers, tokenizer, config)
+        #: the codes are newly initialised (from a backbone, or another m): to be trained before scores mean anything
+        self.fresh_head = isinstance(codes, int)
         if isinstance(codes, int):
             if isinstance(codes, bool) or codes < 1:
                 raise ValueError(f"m (code vectors) must be a positive integer, got {codes!r}")
@@ -82,8 +84,8 @@ class PolyEncoder(DenseEncoder):
             name_or_path, **{"pooling": "cls", "normalize": False, **config_overrides})
         codes_file = path / CODES_NAME
         saved = load_file(codes_file)["codes"] if codes_file.is_file() else None
-        codes = saved if saved is not None and m in (None, len(saved)) else m or DEFAULT_M
-        return cls(towers, tokenizer, config, codes).eval()
+        fresh = saved is None or m not in (None, len(saved))
+        return cls(towers, tokenizer, config, m or DEFAULT_M if fresh else saved).eval()
 
     def _save_files(self, directory: Path) -> None:
         super()._save_files(directory)
