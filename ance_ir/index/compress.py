@@ -13,14 +13,13 @@ L2-normalised) gives the vectors that search scores exactly by MaxSim, as it sco
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from ance_ir.cli import positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
 from ance_ir.index.token_index import TokenIndex, index_bytes, load_token_index, write_token_index
 
 BITS = (1, 2)
@@ -81,17 +80,17 @@ def compress_index(source: str | Path, output: str | Path, bits: int, sample: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ance_ir.index.compress", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m ance_ir.index.compress", description=__doc__)
     parser.add_argument("--index", required=True, help="uncompressed token index folder (python -m ance_ir.encode "
                                                        "with a colbert model)")
     parser.add_argument("--output", required=True, help="compressed token index folder to create")
-    parser.add_argument("--bits", type=int, choices=BITS, default=2, help="residual bits per dimension (default 2)")
+    parser.add_argument("--bits", type=int, choices=BITS, default=2, help="residual bits per dimension")
     parser.add_argument("--sample", type=positive_int, default=2 ** 16,
-                        help="tokens whose residuals set the bucket cutoffs and weights (default 65536)")
+                        help="tokens whose residuals set the bucket cutoffs and weights")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    check_output(args.output, folder=True)
     if Path(args.output).exists() and not args.force:
         raise ValueError(f"{args.output} already exists; pass --force to replace it")
     compressed = compress_index(args.index, args.output, args.bits, args.sample, show_progress=not args.quiet)
