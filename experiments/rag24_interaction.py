@@ -11,10 +11,10 @@ kind's index, and reranked top 100s of BM25 and of the dense row. Every step is 
 runs; finished steps are skipped, so an interrupted run continues. Training folders and indexes go to
 ``train-runs/interaction/BACKBONE/`` (git-ignored).
 
-``speed`` times each system through the same CLIs on seed 1's models: index size on disk, encoding wall time
-(model loading included), and the marginal milliseconds per query, (time for all 101 test topics - time for one)
-/ 100, which leaves out loading. ``report`` evaluates the committed runs and writes the table with paired tests
-against the dense row.
+``run`` records each index's size on disk (seed 1). ``speed`` times each system through the same CLIs on seed 1's
+models: encoding wall time (model loading included), and the marginal milliseconds per query, (time for all 101
+test topics - time for one) / 100, which leaves out loading. ``report`` evaluates the committed runs and writes the
+table with paired tests against the dense row.
 """
 
 from __future__ import annotations
@@ -161,6 +161,19 @@ def run(backbone: str, seeds: list[int], only: list[str] | None = None) -> None:
                 train(backbone, MODELS[system.model], seed)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 sh(search_command(backbone, system, seed, TEST, out))
+            if system.first is None and seed == 1:
+                index = index_of(backbone, system, seed)
+                meta = json.loads((index / "meta.json").read_text())
+                record(backbone, system.name, index_bytes=folder_bytes(index),
+                       passages=meta["count"] // meta.get("vectors_per_passage", 1))
+
+
+def record(backbone: str, system: str, **values: float) -> None:
+    """Merge ``values`` into ``system``'s entry of the backbone's size and speed file."""
+    path = speed_file(backbone)
+    results = json.loads(path.read_text()) if path.is_file() else {}
+    results.setdefault(system, {}).update(values)
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
 def speed_file(backbone: str) -> Path:
@@ -179,19 +192,16 @@ def speed(backbone: str) -> None:
     topics = resolve_topics(TEST)
     one = work(backbone, "one-topic.tsv")
     write_topics_tsv(dict(list(topics.items())[:1]), one)
-    results = {}
     for system in SYSTEMS:
         if system.model is None:
             continue
         entry = {}
         if system.first is None:
-            index = index_of(backbone, system, 1)
             encoded = work(backbone, "speed-index")
             seconds = sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",
                             str(work(backbone, f"{system.model}.seed1")), "--output", str(encoded), "--force",
                             "--quiet"))  # a compressed index: the time of the full one it is made from
-            count = json.loads((index / "meta.json").read_text())["count"]
-            entry |= {"index_bytes": folder_bytes(index), "passages": count, "encode_s": round(seconds, 2)}
+            entry["encode_s"] = round(seconds, 2)
         for label, extra in (("ms_per_query", ()), ("ms_per_query_one_at_a_time", ("--batch-size", "1"))):
             if system.first is not None and extra:
                 continue  # a reranker scores each query's 100 pairs on its own already
@@ -202,8 +212,7 @@ def speed(backbone: str) -> None:
                 sh([*search_command(backbone, system, 1, topic_set, out), *extra])
                 times.append(time.perf_counter() - start)
             entry[label] = round((times[1] - times[0]) / (len(topics) - 1) * 1000, 2)
-        results[system.name] = entry
-    speed_file(backbone).write_text(json.dumps(results, indent=1) + "\n")
+        record(backbone, system.name, **entry)
 
 
 def main() -> None:

@@ -38,8 +38,8 @@ def _cell(seed_means: list[float]) -> str:
 def _size(entry: dict) -> tuple[str, str, str]:
     if "index_bytes" not in entry:
         return "–", "–", "–"
-    return (f"{entry['index_bytes'] / 2**20:.1f}", f"{entry['index_bytes'] / entry['passages']:,.0f}",
-            f"{entry['passages'] / entry['encode_s']:.0f}")
+    encoded = f"{entry['passages'] / entry['encode_s']:.0f}" if "encode_s" in entry else "–"
+    return f"{entry['index_bytes'] / 2**20:.1f}", f"{entry['index_bytes'] / entry['passages']:,.0f}", encoded
 
 
 def report(backbone: str, seeds: list[int], output: str) -> None:
