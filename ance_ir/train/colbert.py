@@ -24,7 +24,6 @@ from ance_ir.modeling.colbert import ColBERT, maxsim
 from ance_ir.train.collator import Group, in_batch_mask
 from ance_ir.train.contrastive import GroupBatch, GroupTask
 from ance_ir.train.loss import GroupScores
-from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, register_task
 
@@ -97,6 +96,8 @@ class ColBERTTask(GroupTask):
 
     name = "colbert"
     model_kind = "colbert"
+    no_refresh = ("the colbert task builds no index during training (use bm25, dpr, groups, candidates, static or "
+                  "random)", "encode and search")
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -112,15 +113,7 @@ class ColBERTTask(GroupTask):
             if getattr(config.model, name) is not None:
                 raise ConfigError(f"model.{name}", "is a dense dual-encoder setting; a colbert model takes "
                                                    "model.query_max_length, model.passage_max_length and model.dim")
-        sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
-        if sampler.refreshed:
-            raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index refreshed during "
-                                                "training; the colbert task has none (use bm25, dpr, groups, "
-                                                "candidates, static or random)")
         super().check_config(config)
-        if config.refresh.eval_topics:
-            raise ConfigError("refresh.eval_topics", "the colbert task builds no index during training; evaluate "
-                                                     "its final/ model with encode and search")
 
     @property
     def module(self) -> torch.nn.Module:

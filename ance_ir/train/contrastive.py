@@ -16,7 +16,7 @@ import random
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -71,6 +71,10 @@ class GroupTask(TrainingTask):
     model inputs (:meth:`collate`) and scores it.
     """
 
+    #: for a task whose model has no ANN index during training: why (ends a refused setting's message) and how to
+    #: evaluate its ``final/`` model instead; refreshed negatives and ``refresh.eval_topics`` are then refused
+    no_refresh: ClassVar[tuple[str, str] | None] = None
+
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         config, data = ctx.config, ctx.data
@@ -81,7 +85,15 @@ class GroupTask(TrainingTask):
 
     @classmethod
     def check_config(cls, config: Any) -> None:
-        NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name").check_config(config)
+        sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
+        if cls.no_refresh:
+            reason, evaluate = cls.no_refresh
+            if sampler.refreshed:
+                raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index of the model "
+                                                    f"being trained; {reason}")
+            if config.refresh.eval_topics:
+                raise ConfigError("refresh.eval_topics", f"{reason}; evaluate its final/ model with {evaluate}")
+        sampler.check_config(config)
 
     @property
     def examples(self) -> int:

@@ -84,6 +84,8 @@ class CrossEncoderTask(GroupTask):
 
     name = "cross-encoder"
     model_kind = "cross-encoder"
+    no_refresh = ("a cross-encoder has none (use bm25, groups, candidates, static or random)",
+                  "python -m ance_ir.rerank")
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -97,10 +99,6 @@ class CrossEncoderTask(GroupTask):
                 raise ConfigError(f"model.{name}", "is a dual-encoder setting; a cross-encoder takes "
                                                    "model.max_length (query and passage tokens together)")
         sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
-        if sampler.refreshed:
-            raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index of the model "
-                                                "being trained; a cross-encoder has none (use bm25, groups, "
-                                                "candidates, static or random)")
         if sampler.forces_in_batch:
             raise ConfigError("negatives.name", f"{config.negatives.name} adds in-batch negatives; a cross-encoder "
                                                 "scores (query, passage) pairs and has none")
@@ -108,9 +106,6 @@ class CrossEncoderTask(GroupTask):
         if config.task.in_batch:
             raise ConfigError("task.in_batch", "a cross-encoder scores (query, passage) pairs: it has no in-batch "
                                                "negatives")
-        if config.refresh.eval_topics:
-            raise ConfigError("refresh.eval_topics", "a cross-encoder encodes no corpus to search; evaluate its "
-                                                     "final/ model with python -m ance_ir.rerank")
 
     @property
     def module(self) -> torch.nn.Module:

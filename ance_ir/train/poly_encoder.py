@@ -14,7 +14,6 @@ from typing import Any
 from ance_ir.modeling.poly_encoder import poly_scores
 from ance_ir.train.contrastive import ContrastiveTask
 from ance_ir.train.loss import scored_groups
-from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import register_task
 
@@ -25,6 +24,8 @@ class PolyEncoderTask(ContrastiveTask):
 
     name = "poly-encoder"
     model_kind = "poly-encoder"
+    no_refresh = ("a poly-encoder has none (use bm25, dpr, inbatch, groups, candidates, static or random)",
+                  "python -m ance_ir.rerank")
     score_groups = staticmethod(functools.partial(scored_groups, poly_scores))
 
     @classmethod
@@ -33,11 +34,4 @@ class PolyEncoderTask(ContrastiveTask):
             raise ConfigError("model.pooling", "a poly-encoder encodes a passage as its CLS vector: cls only")
         if config.model.normalize:
             raise ConfigError("model.normalize", "a poly-encoder attends with dot products of unnormalised vectors")
-        if NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name").refreshed:
-            raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index of the model "
-                                                "being trained; a poly-encoder has none (use bm25, dpr, inbatch, "
-                                                "groups, candidates, static or random)")
-        if config.refresh.eval_topics:
-            raise ConfigError("refresh.eval_topics", "a poly-encoder encodes no corpus to search; evaluate its "
-                                                     "final/ model with python -m ance_ir.rerank")
         super(ContrastiveTask, cls).check_config(config)  # GroupTask's: ContrastiveTask's refuses index None
