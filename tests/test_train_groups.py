@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from test_train_run import assert_same_training, toy_config
+from test_train_run import assert_same_training, toy_config, training_records
 
 from ance_ir.bm25 import build_lucene_index
 from ance_ir.data import GroupPassage, TrainingGroup, write_groups
@@ -73,3 +73,26 @@ def test_teacher_scores_of_groups_reach_the_loss(toy, lucene, tmp_path):
     values = {v for t in seen for v in t.flatten().tolist() if not math.isnan(v)}
     assert values and values <= set(scores.values())
     assert any(math.isnan(v) for t in seen for v in t.flatten().tolist())  # unscored passages are NaN
+
+
+def test_margin_mse_distils_scored_groups_and_refuses_unscored_data(toy, lucene, tmp_path):
+    groups, unscored = tmp_path / "groups.jsonl", tmp_path / "unscored.jsonl"
+    queries = {"q1": "cat on a mat", "q2": "how to bake bread", "q3": "stock market drop"}
+    positives = {"q1": "d1", "q2": "d3", "q3": "d5"}
+    teacher = {"d7": -2.0, "d8": 1.0}
+
+    def group(qid: str, scored: bool) -> TrainingGroup:
+        return TrainingGroup(qid, queries[qid], (GroupPassage(positives[qid], score=3.0 if scored else None),),
+                             tuple(GroupPassage(d, score=s if scored else None) for d, s in teacher.items()))
+
+    write_groups(groups, [group(q, True) for q in queries])
+    write_groups(unscored, [group(q, False) for q in queries])
+    settings = {"negatives": "groups", "data_source": "groups", "loss": "margin-mse", "n_negatives": 2,
+                "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 30}
+    train(toy_config(toy, tmp_path / "run", groups=str(groups), **settings))
+    losses = [r["loss"] for r in training_records(tmp_path / "run")]
+    assert sum(losses[-5:]) < sum(losses[:5])
+    with pytest.raises(ValueError, match="no passage has a score"):
+        train(toy_config(toy, tmp_path / "unscored", groups=str(unscored), **settings))
+    with pytest.raises(ValueError, match="does not bring"):
+        toy_config(toy, tmp_path / "qrels", loss="kl", refresh_every=0, eval_topics=None, eval_qrels=None)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ance_ir.train.collator import Group, in_batch_mask
-from ance_ir.train.loss import LOSSES, ContrastiveLoss, build_loss, dense_group_scores, register_loss
+from ance_ir.train.loss import LOSSES, ContrastiveLoss, GroupScores, build_loss, dense_group_scores, register_loss
 
 _NLL = build_loss("nll")
 
@@ -102,3 +102,58 @@ def test_losses_are_chosen_by_name():
         assert doubled.item() == pytest.approx(2 * NLL(q, p, 2, False).item())
     finally:
         del LOSSES["test-doubled"]
+
+
+def _distil(name: str, student: list[list[float]], teacher: list[list[float]], **options) -> float:
+    scores = GroupScores(torch.tensor(student), torch.zeros(len(student), dtype=torch.long), len(student[0]), False,
+                         torch.tensor(teacher))
+    return build_loss(name, **options)(scores).item()
+
+
+def test_mse_is_the_mean_squared_error_over_scored_passages():
+    student, teacher = [[3.0, 1.0, 0.0], [2.0, 2.0, 1.0]], [[4.0, 1.0, 2.0], [0.0, math.nan, 1.0]]
+    expected = (1 + 0 + 4 + 4 + 0) / 5  # the NaN entry is not scored by the teacher: left out
+    assert _distil("mse", student, teacher) == pytest.approx(expected)
+    halved = (((6 - 4) ** 2 + (2 - 1) ** 2 + (0 - 2) ** 2) + ((4 - 0) ** 2 + (2 - 1) ** 2)) / 5
+    assert _distil("mse", student, teacher, temperature=0.5) == pytest.approx(halved)
+
+
+def test_margin_mse_compares_positive_minus_negative_margins():
+    student, teacher = [[3.0, 1.0, 0.0], [2.0, 2.0, 1.0]], [[4.0, 1.0, 2.0], [0.0, math.nan, 1.0]]
+    # query 1: student margins 2, 3; teacher margins 3, 2. query 2: only (positive, third) is scored: 1 against -1
+    expected = ((2 - 3) ** 2 + (3 - 2) ** 2 + (1 - (-1)) ** 2) / 3
+    assert _distil("margin-mse", student, teacher) == pytest.approx(expected)
+
+
+def test_kl_is_teacher_to_student_over_each_group():
+    student, teacher = [[3.0, 1.0, 0.0], [2.0, 2.0, 1.0]], [[4.0, 1.0, 2.0], [0.0, math.nan, 1.0]]
+
+    def softmax(values):
+        exps = [math.exp(v) for v in values]
+        return [e / sum(exps) for e in exps]
+
+    def kl(p, q):
+        return sum(a * math.log(a / b) for a, b in zip(p, q, strict=True))
+
+    first = kl(softmax([4.0, 1.0, 2.0]), softmax([3.0, 1.0, 0.0]))
+    second = kl(softmax([0.0, 1.0]), softmax([2.0, 1.0]))  # over the passages the teacher scored
+    assert _distil("kl", student, teacher) == pytest.approx((first + second) / 2, rel=1e-6)
+    sharper = kl(softmax([8.0, 2.0, 4.0]), softmax([3.0, 1.0, 0.0]))
+    assert _distil("kl", [student[0]], [teacher[0]], teacher_temperature=0.5) == pytest.approx(sharper, rel=1e-6)
+    assert _distil("kl", teacher[:1], teacher[:1]) == pytest.approx(0.0, abs=1e-7)
+
+
+@pytest.mark.parametrize("name", ["mse", "margin-mse", "kl"])
+def test_distillation_without_teacher_scores_is_an_error(name):
+    scores = GroupScores(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), 3, False)
+    with pytest.raises(ValueError, match="needs teacher scores"):
+        build_loss(name)(scores)
+
+
+def test_distillation_reads_own_groups_from_in_batch_scores():
+    queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    passages = torch.tensor([[3.0, 0.0], [1.0, 1.0], [0.0, 2.0], [2.0, 2.0]])
+    teacher = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+    in_batch = build_loss("margin-mse")(dense_group_scores(queries, passages, 2, True, teacher=teacher))
+    own = build_loss("margin-mse")(dense_group_scores(queries, passages, 2, False, teacher=teacher))
+    assert in_batch.item() == pytest.approx(own.item()) and own.item() == pytest.approx(((2 - 2) ** 2 + 0 ** 2) / 2)

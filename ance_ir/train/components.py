@@ -69,6 +69,10 @@ def check_components(config: TrainConfig) -> None:
     _check(config.task, task.options)
     loss = LOSSES.lookup(config.loss.name, "loss.name")
     _check(config.loss, loss.options)
+    if loss.needs_teacher and not data.teacher_scores:
+        raise ConfigError("loss.name", f"{config.loss.name!r} distils teacher scores, which data source "
+                                       f"{config.data.source!r} does not bring; use data.source: groups with groups "
+                                       "scored by python -m ance_ir.rerank --groups")
     sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
     declared = dict(sampler.options)
     if "source" in declared:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ance_ir.data import load_corpus
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
+from ance_ir.train.loss import LOSSES
 from ance_ir.train.registry import Registry
 from ance_ir.train.settings import ConfigError
 
@@ -59,6 +60,8 @@ class DataSource(ABC):
 
     name: ClassVar[str]
     options: ClassVar[dict[str, Any]] = {}
+    #: whether the source can bring teacher scores (``TrainData.scores``), which distillation losses need
+    teacher_scores: ClassVar[bool] = False
 
     def __init__(self, config: TrainConfig):
         self.config = config
@@ -130,6 +133,7 @@ class GroupsSource(DataSource):
     """
 
     name = "groups"
+    teacher_scores = True
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -160,6 +164,9 @@ class GroupsSource(DataSource):
         _note_missing(missing, d.groups)
         if not pairs:
             raise ValueError(f"no training pairs: no group of {d.groups} has a positive in {d.corpus}")
+        if LOSSES[self.config.loss.name].needs_teacher and not any(scores.values()):
+            raise ValueError(f"{d.groups}: no passage has a score, and loss {self.config.loss.name!r} needs teacher "
+                             "scores (write them with python -m ance_ir.rerank --groups)")
         return TrainData(corpus_path, docids, texts, queries, exclude, pairs, negatives, scores)
 
 

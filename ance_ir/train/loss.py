@@ -55,7 +55,7 @@ class ContrastiveLoss(ABC):
 
     def __init__(self, temperature: float = 1.0, **options: Any):
         self.temperature = temperature
-        self.settings = options
+        self.settings = {**self.options, **options}
 
     @abstractmethod
     def __call__(self, batch: GroupScores) -> torch.Tensor:
@@ -130,6 +130,71 @@ class BCELoss(ContrastiveLoss):
         labels = torch.zeros_like(logits)
         labels[:, 0] = 1.0
         return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+class DistillationLoss(ContrastiveLoss):
+    """A loss matching the teacher's scores of each query's own group (``[B, G]``, positive first); entries the
+    teacher did not score (NaN) are left out, and a query with fewer than two scored passages counts for nothing.
+    """
+
+    needs_teacher = True
+
+    def own_and_teacher(self, batch: GroupScores) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The student's own-group scores, the teacher's (NaN replaced by 0) and where the teacher's are known."""
+        if batch.teacher is None:
+            raise ValueError(f"loss {self.name!r} needs teacher scores: train on groups scored by a teacher "
+                             "(data.source: groups, written by python -m ance_ir.rerank --groups)")
+        known = ~torch.isnan(batch.teacher)
+        return batch.own, torch.nan_to_num(batch.teacher), known
+
+
+@register_loss
+class MSELoss(DistillationLoss):
+    """Mean squared error between the student's scores (over ``temperature``) and the teacher's scores."""
+
+    name = "mse"
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        student, teacher, known = self.own_and_teacher(batch)
+        errors = (student / self.temperature - teacher) ** 2
+        return (errors * known).sum() / known.sum().clamp(min=1)
+
+
+@register_loss
+class MarginMSELoss(DistillationLoss):
+    """Margin-MSE (Hofstätter et al.): the squared difference between the student's margin ``s+ - s-`` (over
+    ``temperature``) and the teacher's ``t+ - t-``, over every (positive, negative) pair of each group."""
+
+    name = "margin-mse"
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        student, teacher, known = self.own_and_teacher(batch)
+        student_margins = (student[:, :1] - student[:, 1:]) / self.temperature
+        teacher_margins = teacher[:, :1] - teacher[:, 1:]
+        pairs = known[:, :1] & known[:, 1:]
+        return (((student_margins - teacher_margins) ** 2) * pairs).sum() / pairs.sum().clamp(min=1)
+
+
+@register_loss
+class KLLoss(DistillationLoss):
+    """KL(teacher || student) between each group's softmax of the teacher's scores over ``teacher_temperature``
+    and of the student's over ``temperature`` (listwise distillation), over the passages the teacher scored."""
+
+    name = "kl"
+    options = {"teacher_temperature": 1.0}
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        student, teacher, known = self.own_and_teacher(batch)
+        rows = known.sum(1) >= 2
+        if not rows.any():
+            return student.sum() * 0.0
+        student, teacher, known = student[rows], teacher[rows], known[rows]
+        hidden = float("-inf")
+        log_student = F.log_softmax((student / self.temperature).masked_fill(~known, hidden), dim=1)
+        log_teacher = F.log_softmax((teacher / self.settings["teacher_temperature"]).masked_fill(~known, hidden),
+                                    dim=1)
+        terms = torch.where(known, log_teacher.exp() * (log_teacher - log_student), torch.zeros_like(student))
+        return terms.sum(1).mean()
 
 
 def build_loss(name: str, temperature: float = 1.0, **options: Any) -> ContrastiveLoss:

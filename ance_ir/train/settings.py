@@ -156,7 +156,8 @@ class NegativesSection(Section):
 @dataclass
 class LossSection(Section):
     section = "loss"
-    name: str = _opt("nll", "loss: nll (listwise), bce (pointwise; built in) or a plugin's", "loss")
+    name: str = _opt("nll", "loss: nll (listwise), bce (pointwise), mse, margin-mse, kl (distillation from teacher "
+                           "scores in groups; built in) or a plugin's", "loss")
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)",
                               "temperature")
     options: dict[str, Any] = _opt({}, "further settings the loss declares")
