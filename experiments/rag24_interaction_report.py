@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from pathlib import Path
 
 from ance_ir.data import read_run
 from ance_ir.datasets import resolve_qrels
@@ -17,10 +18,14 @@ MEASURES = {"ndcg_cut_10": "nDCG@10", "recall_100": "R@100", "recip_rank": "MRR@
 
 def per_query(backbone: str, system: str, seeds: list[int]) -> dict[str, dict[str, list[float]]] | None:
     """measure -> qid -> one value per seed (None when a seed's run is missing)."""
+    return per_query_of([run_file(backbone, system, seed) for seed in seeds])
+
+
+def per_query_of(paths: list[Path]) -> dict[str, dict[str, list[float]]] | None:
+    """measure -> test qid -> one value per run file (None when a file is missing)."""
     qrels = resolve_qrels(TEST)
     values: dict[str, dict[str, list[float]]] = {m: {q: [] for q in qrels} for m in MEASURES}
-    for seed in seeds:
-        path = run_file(backbone, system, seed)
+    for path in paths:
         if not path.is_file():
             return None
         scores = evaluate_per_query(qrels, read_run(path), ["ndcg@10", "r@100", "mrr@10"])
@@ -30,7 +35,7 @@ def per_query(backbone: str, system: str, seeds: list[int]) -> dict[str, dict[st
     return values
 
 
-def _cell(seed_means: list[float]) -> str:
+def cell(seed_means: list[float]) -> str:
     mean = statistics.fmean(seed_means)
     return f"{mean:.4f} ± {statistics.stdev(seed_means):.4f}" if len(seed_means) > 1 else f"{mean:.4f}"
 
@@ -55,7 +60,7 @@ def report(backbone: str, seeds: list[int], output: str) -> None:
         cells = []
         for measure in MEASURES:
             seed_means = [statistics.fmean(v[i] for v in values[measure].values()) for i in range(len(seeds))]
-            cells.append(_cell(seed_means))
+            cells.append(cell(seed_means))
         if system.name == "dense" or dense is None:
             versus = ""
         else:

@@ -1,8 +1,12 @@
-"""Shared fixtures: a tiny random BERT with its tokenizer, and a small toy collection."""
+"""Shared fixtures and helpers: tiny random BERTs with their tokenizer, a small toy collection, and running the
+CLIs (in this process or as ``python -m``) with the one-line refusal every bad input must get."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,51 @@ TOY_PASSAGES = {
 }
 TOY_TOPICS = {"q1": "cat on a mat", "q2": "how to bake bread", "q3": "stock market drop"}
 TOY_QRELS = {"q1": {"d1": 2, "d2": 1}, "q2": {"d3": 2, "d4": 1}, "q3": {"d5": 2, "d6": 2}}
+
+
+def write_toy_collection(root: Path) -> Path:
+    """``corpus.jsonl``, ``topics.tsv`` and ``qrels.txt`` of the toy collection, written into ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                               for d, t in TOY_PASSAGES.items()))
+    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
+    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
+    return root
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess:
+    """``python -m ARGS`` in a fresh interpreter, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
+
+
+def run_main(main: Callable[[list[str] | None], int | None], *args: str,
+             capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    """Run a CLI's ``main`` in this process as ``python -m`` runs it: its exit status and its stderr."""
+    from ance_ir.cli import run_cli
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(main, list(args))
+    return exit_.value.code, capsys.readouterr().err
+
+
+def assert_refused(done: tuple[int, str] | subprocess.CompletedProcess, message: str, output: Path) -> None:
+    """Exit status 2, one ``error: ...`` line containing ``message``, and ``output`` not written."""
+    code, err = (done.returncode, done.stderr) if isinstance(done, subprocess.CompletedProcess) else done
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    assert not output.exists()
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    """A test training in-process with ``threads: 1`` must not slow down the tests after it."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
@@ -42,13 +91,8 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 @pytest.fixture()
 def toy_collection(tmp_path) -> dict[str, Path]:
     """Corpus JSONL, topics TSV and qrels for 8 passages and 3 queries."""
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in TOY_PASSAGES.items()))
-    topics = tmp_path / "topics.tsv"
-    topics.write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
-    qrels = tmp_path / "qrels.txt"
-    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, judged in TOY_QRELS.items() for d, g in judged.items()))
-    return {"corpus": corpus, "topics": topics, "qrels": qrels}
+    write_toy_collection(tmp_path)
+    return {"corpus": tmp_path / "corpus.jsonl", "topics": tmp_path / "topics.tsv", "qrels": tmp_path / "qrels.txt"}
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +125,7 @@ def make_tiny_bert(path: Path, dropout: float = 0.1) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     words = sorted({w for text in [*TOY_PASSAGES.values(), *TOY_TOPICS.values()] for w in text.split()})
     (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
+    BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=dropout,
@@ -93,11 +137,13 @@ def make_tiny_bert(path: Path, dropout: float = 0.1) -> Path:
 @pytest.fixture(scope="session")
 def toy(tmp_path_factory) -> Path:
     """Toy corpus/topics/qrels plus tiny BERTs with (``bert``) and without (``bert-nodrop``) dropout."""
-    root = tmp_path_factory.mktemp("train-toy")
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
-                                               for d, t in TOY_PASSAGES.items()))
-    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
-    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
+    root = write_toy_collection(tmp_path_factory.mktemp("train-toy"))
     make_tiny_bert(root / "bert")
     make_tiny_bert(root / "bert-nodrop", dropout=0.0)
     return root
+
+
+@pytest.fixture(scope="module")
+def toy_bert(tmp_path_factory) -> Path:
+    """The tests' tiny random BERT without dropout, with a tokenizer that knows the toy words."""
+    return make_tiny_bert(tmp_path_factory.mktemp("toy-bert") / "bert", dropout=0.0)

@@ -4,17 +4,15 @@ the CLIs' bad inputs."""
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS
+from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_module, write_toy_collection
 
 from ance_ir.data import read_run
 from ance_ir.index.compress import compress_index, pack, unpack
@@ -26,17 +24,6 @@ from ance_ir.search.tokens import TokenSearcher
 from ance_ir.train import build_config, read_log, train
 
 PUNCTUATION = [".", ",", "!", "?"]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +55,7 @@ def saved(bert, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def collection(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("toy")
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
-                                               for d, t in TOY_PASSAGES.items()))
-    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
-    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
-    return root
+    return write_toy_collection(tmp_path_factory.mktemp("toy"))
 
 
 def test_maxsim_is_the_sum_over_query_tokens_of_the_best_passage_token(bert):
@@ -198,8 +180,8 @@ def test_the_example_config_loads():
 @pytest.fixture(scope="module")
 def token_index(saved, collection, tmp_path_factory) -> Path:
     output = tmp_path_factory.mktemp("index") / "colbert"
-    done = cli("ance_ir.encode", "--corpus", str(collection / "corpus.jsonl"), "--encoder", str(saved),
-               "--output", str(output), "--chunk-size", "3", "--quiet")
+    done = run_module("ance_ir.encode", "--corpus", str(collection / "corpus.jsonl"), "--encoder", str(saved),
+                      "--output", str(output), "--chunk-size", "3", "--quiet")
     assert done.returncode == 0, done.stderr
     return output
 
@@ -231,8 +213,8 @@ def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_ind
     assert np.allclose(searcher.exhaustive(queries[0]), pairs, atol=1e-2)  # fp16 storage
 
     output = tmp_path / "run.trec"
-    done = cli("ance_ir.search", "--index", str(token_index), "--topics", str(collection / "topics.tsv"),
-               "--output", str(output), "--hits", "3", "--nprobe", "1000")
+    done = run_module("ance_ir.search", "--index", str(token_index), "--topics", str(collection / "topics.tsv"),
+                      "--output", str(output), "--hits", "3", "--nprobe", "1000")
     assert done.returncode == 0, done.stderr
     run = read_run(output)
     for qid, query in zip(TOY_TOPICS, queries, strict=True):
@@ -261,18 +243,18 @@ def test_compression_keeps_vectors_close_and_small(token_index, tmp_path):
 
 
 def test_search_and_rerank_with_a_compressed_index_and_the_model(saved, collection, token_index, tmp_path):
-    compress = cli("ance_ir.index.compress", "--index", str(token_index), "--output", str(tmp_path / "c"),
-                   "--bits", "2", "--quiet")
+    compress = run_module("ance_ir.index.compress", "--index", str(token_index), "--output", str(tmp_path / "c"),
+                          "--bits", "2", "--quiet")
     assert compress.returncode == 0 and "ratio" in compress.stderr, compress.stderr
     first = tmp_path / "first.trec"
-    done = cli("ance_ir.search", "--index", str(tmp_path / "c"), "--topics", str(collection / "topics.tsv"),
-               "--output", str(first), "--hits", "8", "--nprobe", "0")
+    done = run_module("ance_ir.search", "--index", str(tmp_path / "c"), "--topics", str(collection / "topics.tsv"),
+                      "--output", str(first), "--hits", "8", "--nprobe", "0")
     assert done.returncode == 0, done.stderr
     assert all(len(hits) == 8 for hits in read_run(first).values())
     reranked = tmp_path / "rerank.trec"
-    done = cli("ance_ir.rerank", "--run", str(first), "--topics", str(collection / "topics.tsv"), "--corpus",
-               str(collection / "corpus.jsonl"), "--model", str(saved), "--depth", "8", "--output", str(reranked),
-               "--quiet")
+    done = run_module("ance_ir.rerank", "--run", str(first), "--topics", str(collection / "topics.tsv"),
+                      "--corpus", str(collection / "corpus.jsonl"), "--model", str(saved), "--depth", "8",
+                      "--output", str(reranked), "--quiet")
     assert done.returncode == 0, done.stderr
     model = load_model(saved)
     for qid, hits in read_run(reranked).items():
@@ -282,30 +264,23 @@ def test_search_and_rerank_with_a_compressed_index_and_the_model(saved, collecti
         assert list(scores) == sorted(scores, reverse=True)
 
 
-def assert_refused(done: subprocess.CompletedProcess, message: str, output: Path) -> None:
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
-    assert not output.exists()
-
-
 def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path):
     output, topics, corpus = tmp_path / "out.trec", str(collection / "topics.tsv"), str(collection / "corpus.jsonl")
     dense = tmp_path / "dense"
     DenseEncoder.from_pretrained(bert).save_pretrained(dense)
     dense_index = tmp_path / "dense-index"
-    assert cli("ance_ir.encode", "--corpus", corpus, "--encoder", str(dense), "--output", str(dense_index),
-               "--quiet").returncode == 0
+    assert run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(dense), "--output", str(dense_index),
+                      "--quiet").returncode == 0
     first = tmp_path / "first.trec"
     first.write_text("".join(f"{q} Q0 {d} {i + 1} {10 - i} first\n" for q in TOY_TOPICS
                              for i, d in enumerate(TOY_PASSAGES)))
 
     def rerank(model: Path, *more: str) -> subprocess.CompletedProcess:
-        return cli("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", corpus, "--model",
-                   str(model), "--output", str(output), "--quiet", *more)
+        return run_module("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", corpus, "--model",
+                          str(model), "--output", str(output), "--quiet", *more)
 
     def search(index: Path, *more: str) -> subprocess.CompletedProcess:
-        return cli("ance_ir.search", "--index", str(index), "--topics", topics, "--output", str(output), *more)
+        return run_module("ance_ir.search", "--index", str(index), "--topics", topics, "--output", str(output), *more)
 
     assert_refused(rerank(dense), "is a 'dense' model, which scores no (query, passage) pairs", output)
     assert_refused(rerank(saved, "--depth", "0"), "--depth must be at least 1, got 0", output)
@@ -317,7 +292,7 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
                    output)
     assert_refused(search(token_index, "--pooling", "mean"), "--pooling and --normalize are dense settings", output)
     assert_refused(search(token_index, "--nprobe", "-1"), "--nprobe must be 0 (exhaustive) or more", output)
-    assert_refused(cli("ance_ir.index.compress", "--index", str(dense_index), "--output", str(output)),
+    assert_refused(run_module("ance_ir.index.compress", "--index", str(dense_index), "--output", str(output)),
                    "not a token index", output)
-    assert_refused(cli("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),
-                       "--shard", "0/2"), "a token index is encoded in one process", output)
+    assert_refused(run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),
+                              "--shard", "0/2"), "a token index is encoded in one process", output)

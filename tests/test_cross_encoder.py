@@ -7,15 +7,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_module, write_toy_collection
 from safetensors.torch import load_file
 
 from ance_ir.data import GroupPassage, TrainingGroup, read_groups, read_run, write_groups, write_run
@@ -37,50 +35,24 @@ PASSAGES = ["the cat sat on the mat", "bread flour water salt and yeast", "inves
             "the history of the roman empire"]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    """Training in-process with ``threads: 1`` must not slow down later tests."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
-def make_bert(path: Path) -> Path:
-    """The tests' tiny random BERT (no dropout) with a tokenizer that knows the toy words."""
-    from transformers import BertTokenizerFast
-
-    make_tiny_bert(path, dropout=0.0)
-    BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory) -> Path:
-    return make_bert(tmp_path_factory.mktemp("cross") / "bert")
-
-
-@pytest.fixture(scope="module")
-def trained_head(bert, tmp_path_factory) -> Path:
+def trained_head(toy_bert, tmp_path_factory) -> Path:
     """A cross-encoder saved with its (random) head: what rerank accepts."""
     torch.manual_seed(5)
     path = tmp_path_factory.mktemp("cross-saved") / "model"
-    load_model(bert, "cross-encoder").save_pretrained(path)
+    load_model(toy_bert, "cross-encoder").save_pretrained(path)
     return path
 
 
-def test_scores_are_the_cls_state_times_the_linear_head(bert):
+def test_scores_are_the_cls_state_times_the_linear_head(toy_bert):
     from transformers import AutoTokenizer, BertModel
 
     torch.manual_seed(0)
-    model = load_model(bert, "cross-encoder")
+    model = load_model(toy_bert, "cross-encoder")
     assert isinstance(model, CrossEncoder) and model.fresh_head and model.index is None
     scores = model.score_pairs(QUERIES, PASSAGES, batch_size=3, precision="fp32")  # two batches, padded
 
-    tokenizer, backbone = AutoTokenizer.from_pretrained(bert), BertModel.from_pretrained(bert).eval()
+    tokenizer, backbone = AutoTokenizer.from_pretrained(toy_bert), BertModel.from_pretrained(toy_bert).eval()
     weight, bias = model.head.weight[0].detach(), model.head.bias.detach()
     for i, (query, passage) in enumerate(zip(QUERIES, PASSAGES, strict=True)):
         inputs = tokenizer(query, passage, return_tensors="pt")  # one pair alone: no padding
@@ -92,17 +64,17 @@ def test_scores_are_the_cls_state_times_the_linear_head(bert):
     assert len(set(np.round(scores, 5))) == len(scores)
 
 
-def test_pairs_are_cut_at_max_length(bert):
-    model = load_model(bert, "cross-encoder", max_length=8)
+def test_pairs_are_cut_at_max_length(toy_bert):
+    model = load_model(toy_bert, "cross-encoder", max_length=8)
     encoded = model.tokenize_pairs(["cat on a mat"], ["investors sold shares as markets dropped"])
     assert len(encoded["input_ids"][0]) == 8
     with pytest.raises(ValueError, match="max_length 65 exceeds the model's 64 positions"):
-        load_model(bert, "cross-encoder", max_length=65)
+        load_model(toy_bert, "cross-encoder", max_length=65)
 
 
-def test_save_load_round_trip_is_bit_identical(bert, tmp_path):
+def test_save_load_round_trip_is_bit_identical(toy_bert, tmp_path):
     torch.manual_seed(1)
-    model = load_model(bert, "cross-encoder", max_length=40)
+    model = load_model(toy_bert, "cross-encoder", max_length=40)
     model.save_pretrained(tmp_path / "a")
     assert saved_kind(tmp_path / "a") == "cross-encoder"
     loaded = load_model(tmp_path / "a")
@@ -118,22 +90,22 @@ def test_save_load_round_trip_is_bit_identical(bert, tmp_path):
     with pytest.raises(ValueError, match="is a 'cross-encoder' model, expected a 'dense' model"):
         load_model(tmp_path / "a", "dense")
     with pytest.raises(ValueError, match="pooling: not a setting of a cross-encoder"):
-        load_model(bert, "cross-encoder", pooling="mean")
+        load_model(toy_bert, "cross-encoder", pooling="mean")
 
 
-def test_a_sequence_classification_checkpoint_scores_with_its_own_head(bert, tmp_path):
+def test_a_sequence_classification_checkpoint_scores_with_its_own_head(toy_bert, tmp_path):
     from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    config = BertConfig.from_pretrained(bert, num_labels=1)
+    config = BertConfig.from_pretrained(toy_bert, num_labels=1)
     torch.manual_seed(2)
     public = BertForSequenceClassification(config).eval()
     public.save_pretrained(tmp_path / "public")
-    AutoTokenizer.from_pretrained(bert).save_pretrained(tmp_path / "public")
+    AutoTokenizer.from_pretrained(toy_bert).save_pretrained(tmp_path / "public")
     model = load_model(tmp_path / "public", "cross-encoder")
     assert model.head is None and not model.fresh_head
     scores = model.score_pairs(QUERIES, PASSAGES, batch_size=3)
-    tokenizer = AutoTokenizer.from_pretrained(bert)
+    tokenizer = AutoTokenizer.from_pretrained(toy_bert)
     with torch.no_grad():
         expected = [float(public(**tokenizer(q, p, return_tensors="pt")).logits[0, 0])
                     for q, p in zip(QUERIES, PASSAGES, strict=True)]
@@ -146,8 +118,9 @@ def test_a_sequence_classification_checkpoint_scores_with_its_own_head(bert, tmp
     again = load_model(tmp_path / "again")
     assert again.head is None and np.array_equal(again.score_pairs(QUERIES, PASSAGES), model.score_pairs(QUERIES,
                                                                                                           PASSAGES))
-    BertForSequenceClassification(BertConfig.from_pretrained(bert, num_labels=3)).save_pretrained(tmp_path / "three")
-    AutoTokenizer.from_pretrained(bert).save_pretrained(tmp_path / "three")
+    three = BertForSequenceClassification(BertConfig.from_pretrained(toy_bert, num_labels=3))
+    three.save_pretrained(tmp_path / "three")
+    AutoTokenizer.from_pretrained(toy_bert).save_pretrained(tmp_path / "three")
     with pytest.raises(ValueError, match="a sequence-classification model with 3 labels; a cross-encoder scores"):
         load_model(tmp_path / "three", "cross-encoder")
 
@@ -168,20 +141,14 @@ def test_bce_is_pointwise_binary_cross_entropy():
 @pytest.fixture()
 def collection(tmp_path) -> Path:
     """Corpus, topics and qrels of the toy collection in one folder."""
-    root = tmp_path / "toy"
-    root.mkdir()
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
-                                               for d, t in TOY_PASSAGES.items()))
-    (root / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in TOY_TOPICS.items()))
-    (root / "qrels.txt").write_text("".join(f"{q} 0 {d} {g}\n" for q, j in TOY_QRELS.items() for d, g in j.items()))
-    return root
+    return write_toy_collection(tmp_path / "toy")
 
 
-def settings(collection: Path, bert: Path, output: Path, **changes) -> dict:
+def settings(collection: Path, toy_bert: Path, output: Path, **changes) -> dict:
     """A sectioned cross-encoder config on the toy collection: 6 pairs, 3 groups of 1 + 3 passages a step."""
     base = {
         "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-        "model": {"name": str(bert), "max_length": 32},
+        "model": {"name": str(toy_bert), "max_length": 32},
         "data": {"corpus": str(collection / "corpus.jsonl"), "topics": str(collection / "topics.tsv"),
                  "qrels": str(collection / "qrels.txt"), "min_positive_grade": 1},
         "task": {"name": "cross-encoder", "batch_size": 3, "n_negatives": 3},
@@ -202,10 +169,10 @@ def load_config(path: Path, settings: dict):
 
 
 @pytest.mark.parametrize("loss", ["nll", "bce"])
-def test_the_task_trains_from_a_config_file(bert, collection, tmp_path, loss):
+def test_the_task_trains_from_a_config_file(toy_bert, collection, tmp_path, loss):
     config = tmp_path / "cross.yaml"
-    config.write_text(yaml.safe_dump(settings(collection, bert, tmp_path / "run", loss={"name": loss})))
-    trained = cli("ance_ir.train", "--config", str(config))
+    config.write_text(yaml.safe_dump(settings(collection, toy_bert, tmp_path / "run", loss={"name": loss})))
+    trained = run_module("ance_ir.train", "--config", str(config))
     assert trained.returncode == 0, trained.stderr
     run = RunDir(tmp_path / "run")
     saved = json.loads(run.config.read_text())
@@ -225,8 +192,8 @@ def test_the_task_trains_from_a_config_file(bert, collection, tmp_path, loss):
         assert TOY_QRELS[qid].get(best, 0) >= 1, (qid, best)
 
 
-def test_a_stopped_run_resumes_exactly(bert, collection, tmp_path):
-    straight = settings(collection, bert, tmp_path / "straight", optim={"max_steps": 12},
+def test_a_stopped_run_resumes_exactly(toy_bert, collection, tmp_path):
+    straight = settings(collection, toy_bert, tmp_path / "straight", optim={"max_steps": 12},
                         negatives={"name": "random"}, loss={"name": "bce"})
     train(load_config(tmp_path / "straight.yaml", straight))
     paused = {**straight, "output": str(tmp_path / "paused"), "stop_at": 5}
@@ -248,12 +215,12 @@ def task_context(config, run: Path) -> TaskContext:
                        RunLog(run / "log.jsonl", enabled=False), lambda: False)
 
 
-def test_groups_are_drawn_as_the_contrastive_task_draws_them(bert, collection, tmp_path):
-    cross = load_config(tmp_path / "a.yaml", settings(collection, bert, tmp_path / "a"))
-    dense = load_config(tmp_path / "b.yaml", settings(collection, bert, tmp_path / "b", task={"name": "contrastive"},
-                                                      model={"max_length": None}))
-    ours = CrossEncoderTask(task_context(cross, tmp_path / "a"), load_model(bert, "cross-encoder"))
-    theirs = ContrastiveTask(task_context(dense, tmp_path / "b"), DenseEncoder.from_pretrained(bert))
+def test_groups_are_drawn_as_the_contrastive_task_draws_them(toy_bert, collection, tmp_path):
+    cross = load_config(tmp_path / "a.yaml", settings(collection, toy_bert, tmp_path / "a"))
+    dense = load_config(tmp_path / "b.yaml", settings(collection, toy_bert, tmp_path / "b",
+                                                      task={"name": "contrastive"}, model={"max_length": None}))
+    ours = CrossEncoderTask(task_context(cross, tmp_path / "a"), load_model(toy_bert, "cross-encoder"))
+    theirs = ContrastiveTask(task_context(dense, tmp_path / "b"), DenseEncoder.from_pretrained(toy_bert))
     drawn = [ours.next_batch().groups for _ in range(5)]
     assert drawn == [theirs.next_batch().groups for _ in range(5)]
     assert len({g.negatives for batch in drawn for g in batch}) > 1
@@ -261,9 +228,9 @@ def test_groups_are_drawn_as_the_contrastive_task_draws_them(bert, collection, t
     assert ours.next_batch().groups == theirs.next_batch().groups
 
 
-def test_buckets_score_the_pairs_of_one_batch_in_group_order(bert, collection, tmp_path):
-    config = load_config(tmp_path / "a.yaml", settings(collection, bert, tmp_path / "a"))
-    model = load_model(bert, "cross-encoder")
+def test_buckets_score_the_pairs_of_one_batch_in_group_order(toy_bert, collection, tmp_path):
+    config = load_config(tmp_path / "a.yaml", settings(collection, toy_bert, tmp_path / "a"))
+    model = load_model(toy_bert, "cross-encoder")
     task = CrossEncoderTask(task_context(config, tmp_path / "a"), model)
     batch = task.next_batch()
     assert len(batch.inputs.batches) == 4 and batch.inputs.restore is not None
@@ -284,9 +251,9 @@ def test_buckets_score_the_pairs_of_one_batch_in_group_order(bert, collection, t
     ({"model": {"pooling": "mean"}}, "model.pooling", "is a dual-encoder setting"),
     ({"model": {"kind": "dense", "max_length": None}}, "model.kind", "task 'cross-encoder' trains 'cross-encoder'"),
 ])
-def test_settings_a_cross_encoder_cannot_train_with(bert, collection, tmp_path, changes, setting, message):
+def test_settings_a_cross_encoder_cannot_train_with(toy_bert, collection, tmp_path, changes, setting, message):
     with pytest.raises(ValueError, match=rf"c\.yaml:\d+: {setting}: .*{message}"):  # the setting's line
-        load_config(tmp_path / "c.yaml", settings(collection, bert, tmp_path / "run", **changes))
+        load_config(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run", **changes))
 
 
 def test_the_example_config_loads():
@@ -296,9 +263,9 @@ def test_the_example_config_loads():
     assert not config.task.in_batch and config.refresh.eval_topics is None
 
 
-def test_the_contrastive_task_refuses_a_cross_encoder(bert, collection, tmp_path):
+def test_the_contrastive_task_refuses_a_cross_encoder(toy_bert, collection, tmp_path):
     with pytest.raises(ValueError, match=r"c\.yaml:\d+: model.kind: 'cross-encoder' models score pairs"):
-        load_config(tmp_path / "c.yaml", settings(collection, bert, tmp_path / "run", task={"name": "contrastive"},
+        load_config(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run", task={"name": "contrastive"},
                                                   model={"kind": "cross-encoder"}))
 
 
@@ -319,8 +286,9 @@ def rerank_args(model: Path, collection: Path, run: Path, output: Path, *extra: 
 
 def test_rerank_orders_the_top_depth_by_the_model(trained_head, collection, first_stage, tmp_path):
     output = tmp_path / "reranked.trec"
-    done = cli(*rerank_args(trained_head, collection, first_stage, output, "--depth", "5", "--hits", "7",
-                            "--batch-size", "4", "--precision", "fp32", "--qrels", str(collection / "qrels.txt")))
+    done = run_module(*rerank_args(trained_head, collection, first_stage, output, "--depth", "5", "--hits", "7",
+                                   "--batch-size", "4", "--precision", "fp32",
+                                   "--qrels", str(collection / "qrels.txt")))
     assert done.returncode == 0, done.stderr
     assert "ndcg@10" in done.stdout
     reranked, before = read_run(output), read_run(first_stage)
@@ -343,8 +311,8 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
                             (GroupPassage("d5"),))]
     source, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl.gz"
     write_groups(source, groups)
-    done = cli("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"), "--model",
-               str(trained_head), "--output", str(output), "--quiet")
+    done = run_module("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"),
+                      "--model", str(trained_head), "--output", str(output), "--quiet")
     assert done.returncode == 0, done.stderr
     scored = read_groups(output)
     model = load_model(trained_head)
@@ -357,30 +325,23 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
         assert np.allclose([p.score for p in (*after.positives, *after.negatives)], expected, atol=1e-5)
 
 
-def assert_refused(done: subprocess.CompletedProcess, message: str, output: Path) -> None:
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
-    assert not output.exists()
-
-
-def test_rerank_bad_inputs_give_one_line(bert, trained_head, collection, first_stage, tmp_path):
+def test_rerank_bad_inputs_give_one_line(toy_bert, trained_head, collection, first_stage, tmp_path):
     output = tmp_path / "out.trec"
     dense = tmp_path / "dense"
-    DenseEncoder.from_pretrained(bert).save_pretrained(dense)
-    assert_refused(cli(*rerank_args(dense, collection, first_stage, output)),
+    DenseEncoder.from_pretrained(toy_bert).save_pretrained(dense)
+    assert_refused(run_module(*rerank_args(dense, collection, first_stage, output)),
                    "is a 'dense' model, which scores no (query, passage) pairs", output)
-    assert_refused(cli(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
+    assert_refused(run_module(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
                    "--depth must be at least 1, got 0", output)
-    assert_refused(cli(*rerank_args(bert, collection, first_stage, output)), "has no trained cross-encoder head",
-                   output)
+    assert_refused(run_module(*rerank_args(toy_bert, collection, first_stage, output)),
+                   "has no trained cross-encoder head", output)
     stray = collection / "stray.trec"
     stray.write_text(first_stage.read_text() + "q9 Q0 d1 1 1.0 first\n")
-    assert_refused(cli(*rerank_args(trained_head, collection, stray, output)),
+    assert_refused(run_module(*rerank_args(trained_head, collection, stray, output)),
                    f"{stray}: query 'q9' is not in the topics", output)
-    assert_refused(cli("ance_ir.rerank", "--run", str(first_stage), "--corpus", str(collection / "corpus.jsonl"),
-                       "--model", str(trained_head), "--output", str(output)), "--run needs --topics", output)
+    assert_refused(run_module("ance_ir.rerank", "--run", str(first_stage), "--corpus", str(collection / "corpus.jsonl"),
+                              "--model", str(trained_head), "--output", str(output)), "--run needs --topics", output)
     missing = collection / "missing.trec"
     missing.write_text("q1 Q0 d99 1 1.0 first\n")
-    assert_refused(cli(*rerank_args(trained_head, collection, missing, output)),
+    assert_refused(run_module(*rerank_args(trained_head, collection, missing, output)),
                    "document 'd99' of query 'q1' is not in the corpus", output)

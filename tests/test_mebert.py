@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS, make_tiny_bert
+from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_main
 
-from ance_ir.cli import run_cli
 from ance_ir.data import read_run, write_run
 from ance_ir.encode.__main__ import main as encode
 from ance_ir.index import load_dense_index
@@ -33,54 +31,19 @@ QUERIES = list(TOY_TOPICS.values())
 PASSAGES = [*TOY_PASSAGES.values(), "cat"]  # "cat": [CLS] cat [SEP], fewer tokens than m = 4
 
 
-def cli(main: Callable[[list[str] | None], int | None], *args: str,
-        capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    """Run a CLI's ``main`` in this process as ``python -m`` runs it: its exit status and its stderr."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_:
-        run_cli(main, list(args))
-    return exit_.value.code, capsys.readouterr().err
-
-
-def assert_refused(done: tuple[int, str], message: str, output: Path) -> None:
-    code, err = done
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
-    assert not output.exists()
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    """Training in-process with ``threads: 1`` must not slow down later tests."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory) -> Path:
-    """The tests' tiny random BERT (no dropout) with a tokenizer that knows the toy words."""
-    from transformers import BertTokenizerFast
-
-    path = make_tiny_bert(tmp_path_factory.mktemp("mebert-bert") / "bert", dropout=0.0)
-    BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def mebert(bert, tmp_path_factory) -> Path:
+def mebert(toy_bert, tmp_path_factory) -> Path:
     """A saved ME-BERT (m = 4) over the tiny random BERT, with separate query and passage towers and an ANCE head
     (one shared random tower gives nearly one CLS state for every text, whose self-similarity wins every maximum):
     what encode takes."""
     torch.manual_seed(1)
     path = tmp_path_factory.mktemp("mebert") / "model"
-    load_model(bert, "mebert", head=True, shared=False).save_pretrained(path)
+    load_model(toy_bert, "mebert", head=True, shared=False).save_pretrained(path)
     return path
 
 
-def test_scores_are_the_best_of_the_first_m_token_vectors(bert):
-    model = load_model(bert, "mebert", m=4)
+def test_scores_are_the_best_of_the_first_m_token_vectors(toy_bert):
+    model = load_model(toy_bert, "mebert", m=4)
     assert isinstance(model, MeBertEncoder) and model.m == 4
     backbone = model.query_tower.backbone
 
@@ -106,10 +69,10 @@ def test_scores_are_the_best_of_the_first_m_token_vectors(bert):
     assert np.allclose(scores, expected, atol=1e-4)
 
 
-def test_m_1_is_the_dense_cls_dual_encoder(bert):
-    dense = DenseEncoder.from_pretrained(bert, pooling="cls", head=True)
+def test_m_1_is_the_dense_cls_dual_encoder(toy_bert):
+    dense = DenseEncoder.from_pretrained(toy_bert, pooling="cls", head=True)
     torch.manual_seed(0)
-    mebert = load_model(bert, "mebert", m=1, head=True)
+    mebert = load_model(toy_bert, "mebert", m=1, head=True)
     mebert.load_state_dict(dense.state_dict())  # the same head
     dense_scores = dense.encode_queries(QUERIES) @ dense.encode_passages(PASSAGES).T
     queries, passages = mebert.encode_queries(QUERIES), mebert.encode_passages(PASSAGES)
@@ -150,11 +113,11 @@ def test_the_task_scores_groups_max_over_m():
     assert inbatch.targets.tolist() == [0, 3] and own.targets.tolist() == [0, 0]
 
 
-def settings(toy: Path, bert: Path, output: Path, **changes) -> dict:
+def settings(toy: Path, toy_bert: Path, output: Path, **changes) -> dict:
     """An ME-BERT config on the toy collection: 3 queries a step, one sampled negative each, in-batch."""
     base = {
         "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-        "model": {"name": str(bert), "m": 3},
+        "model": {"name": str(toy_bert), "m": 3},
         "data": {"corpus": str(toy / "corpus.jsonl"), "topics": str(toy / "topics.tsv"),
                  "qrels": str(toy / "qrels.txt"), "min_positive_grade": 1},
         "task": {"name": "mebert", "batch_size": 3, "n_negatives": 1, "in_batch": True},
@@ -173,8 +136,8 @@ def load_config(path: Path, values: dict):
     return build_config(path, {})
 
 
-def test_a_few_training_steps_through_the_trainer(toy, bert, tmp_path):
-    config = load_config(tmp_path / "m.yaml", settings(toy, bert, tmp_path / "run"))
+def test_a_few_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
+    config = load_config(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run"))
     assert (config.model.kind, config.model.options) == ("mebert", {"m": 3})
     train(config)
     run = RunDir(tmp_path / "run")
@@ -182,12 +145,12 @@ def test_a_few_training_steps_through_the_trainer(toy, bert, tmp_path):
     assert len(losses) == 6 and all(map(math.isfinite, losses))
     trained = load_model(run.root)
     assert isinstance(trained, MeBertEncoder) and trained.m == 3 and saved_kind(run.final) == "mebert"
-    start = load_model(bert, "mebert", m=3)
+    start = load_model(toy_bert, "mebert", m=3)
     assert not np.array_equal(trained.encode_passages(PASSAGES), start.encode_passages(PASSAGES))
 
 
-def test_ance_refreshes_search_the_m_vector_index(toy, bert, tmp_path):
-    values = settings(toy, bert, tmp_path / "run", negatives={"name": "ance", "depth": 4}, task={"in_batch": False},
+def test_ance_refreshes_search_the_m_vector_index(toy, toy_bert, tmp_path):
+    values = settings(toy, toy_bert, tmp_path / "run", negatives={"name": "ance", "depth": 4}, task={"in_batch": False},
                       refresh={"every": 2, "mode": "sync", "eval_topics": str(toy / "topics.tsv"),
                                "eval_qrels": str(toy / "qrels.txt"), "precision": "fp32"})
     train(load_config(tmp_path / "m.yaml", values))
@@ -200,14 +163,14 @@ def test_ance_refreshes_search_the_m_vector_index(toy, bert, tmp_path):
     ({"model": {"pooling": "mean"}}, "model.pooling", "ME-BERT encodes a query as its CLS vector"),
     ({"model": {"kind": "dense"}}, "model.kind", "task 'mebert' trains 'mebert' models"),
 ])
-def test_settings_mebert_cannot_train_with(toy, bert, tmp_path, changes, setting, message):
+def test_settings_mebert_cannot_train_with(toy, toy_bert, tmp_path, changes, setting, message):
     with pytest.raises(ValueError, match=rf"m\.yaml:\d+: {setting}: .*{message}"):
-        load_config(tmp_path / "m.yaml", settings(toy, bert, tmp_path / "run", **changes))
+        load_config(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run", **changes))
 
 
-def test_the_contrastive_task_sends_mebert_to_its_own_task(toy, bert, tmp_path):
+def test_the_contrastive_task_sends_mebert_to_its_own_task(toy, toy_bert, tmp_path):
     with pytest.raises(ValueError, match=r"model.kind: 'mebert' models train with task: mebert"):
-        load_config(tmp_path / "m.yaml", settings(toy, bert, tmp_path / "run", task={"name": "contrastive"},
+        load_config(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run", task={"name": "contrastive"},
                                                   model={"kind": "mebert"}))
 
 
@@ -219,8 +182,9 @@ def test_the_example_config_loads():
 
 def test_encode_index_search_equals_exhaustive_max_over_m(mebert, toy, tmp_path, capsys):
     index = tmp_path / "index"
-    code, err = cli(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(mebert), "--output", str(index),
-                    "--precision", "fp32", "--batch-size", "3", "--chunk-size", "5", "--quiet", capsys=capsys)
+    code, err = run_main(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(mebert),
+                         "--output", str(index), "--precision", "fp32", "--batch-size", "3", "--chunk-size", "5",
+                         "--quiet", capsys=capsys)
     assert code == 0, err
     docids = list(TOY_PASSAGES)
     assert (index / "docid").read_text().split() == [d for d in docids for _ in range(4)]
@@ -238,8 +202,8 @@ def test_encode_index_search_equals_exhaustive_max_over_m(mebert, toy, tmp_path,
 
     for hits in (3, 8, 1000):
         output = tmp_path / f"run{hits}.trec"
-        code, err = cli(search, "--topics", str(toy / "topics.tsv"), "--index", str(index), "--output", str(output),
-                        "--hits", str(hits), "--device", "cpu", capsys=capsys)
+        code, err = run_main(search, "--topics", str(toy / "topics.tsv"), "--index", str(index),
+                             "--output", str(output), "--hits", str(hits), "--device", "cpu", capsys=capsys)
         assert code == 0, err
         run = read_run(output)
         for i, qid in enumerate(TOY_TOPICS):
@@ -248,46 +212,46 @@ def test_encode_index_search_equals_exhaustive_max_over_m(mebert, toy, tmp_path,
             assert np.allclose([s for _, s in run[qid]], exhaustive[i][order], atol=1e-4)
 
 
-def test_bad_inputs_give_one_line(mebert, bert, toy, tmp_path, capsys):
+def test_bad_inputs_give_one_line(mebert, toy_bert, toy, tmp_path, capsys):
     corpus, index, output = str(toy / "corpus.jsonl"), tmp_path / "index", tmp_path / "run.trec"
-    assert cli(encode, "--corpus", corpus, "--encoder", str(mebert), "--output", str(index), "--quiet",
-               capsys=capsys)[0] == 0
+    assert run_main(encode, "--corpus", corpus, "--encoder", str(mebert), "--output", str(index), "--quiet",
+                    capsys=capsys)[0] == 0
     dense = tmp_path / "dense"
-    DenseEncoder.from_pretrained(bert).save_pretrained(dense)
+    DenseEncoder.from_pretrained(toy_bert).save_pretrained(dense)
     searching = ("--topics", str(toy / "topics.tsv"), "--output", str(output))
-    assert_refused(cli(search, *searching, "--index", str(index), "--encoder", str(dense), capsys=capsys),
+    assert_refused(run_main(search, *searching, "--index", str(index), "--encoder", str(dense), capsys=capsys),
                    "is a 'dense' model, expected a 'mebert' model", output)
     dense_index = tmp_path / "dense-index"
-    assert cli(encode, "--corpus", corpus, "--encoder", str(dense), "--output", str(dense_index), "--quiet",
-               capsys=capsys)[0] == 0
-    assert_refused(cli(search, *searching, "--index", str(dense_index), "--encoder", str(mebert), capsys=capsys),
+    assert run_main(encode, "--corpus", corpus, "--encoder", str(dense), "--output", str(dense_index), "--quiet",
+                    capsys=capsys)[0] == 0
+    assert_refused(run_main(search, *searching, "--index", str(dense_index), "--encoder", str(mebert), capsys=capsys),
                    "is a 'mebert' model, expected a 'dense' model", output)
-    assert_refused(cli(encode, "--corpus", corpus, "--encoder", str(mebert), "--output", str(tmp_path / "mean"),
-                       "--pooling", "mean", capsys=capsys), "pooling must be cls", tmp_path / "mean")
+    assert_refused(run_main(encode, "--corpus", corpus, "--encoder", str(mebert), "--output", str(tmp_path / "mean"),
+                            "--pooling", "mean", capsys=capsys), "pooling must be cls", tmp_path / "mean")
     first_stage = tmp_path / "first.trec"
     write_run({qid: [(d, 1.0) for d in TOY_PASSAGES] for qid in TOY_TOPICS}, first_stage, tag="first")
-    assert_refused(cli(rerank, "--run", str(first_stage), "--topics", str(toy / "topics.tsv"), "--corpus", corpus,
-                       "--model", str(mebert), "--output", str(output), capsys=capsys),
+    assert_refused(run_main(rerank, "--run", str(first_stage), "--topics", str(toy / "topics.tsv"), "--corpus", corpus,
+                            "--model", str(mebert), "--output", str(output), capsys=capsys),
                    "is a 'mebert' model, which scores no (query, passage) pairs", output)
     broken = tmp_path / "broken"
     broken.mkdir()
     for name in ("index", "meta.json"):
         (broken / name).write_bytes((index / name).read_bytes())
     (broken / "docid").write_text("".join(f"{d}\n" for d in list(TOY_PASSAGES) * 4))  # not m consecutive lines
-    assert_refused(cli(search, *searching, "--index", str(broken), capsys=capsys),
+    assert_refused(run_main(search, *searching, "--index", str(broken), capsys=capsys),
                    "must repeat each docid on 4 consecutive lines", output)
 
 
 def test_shards_merge_into_the_unsharded_index(mebert, toy, tmp_path, capsys):
     corpus, whole = str(toy / "corpus.jsonl"), tmp_path / "whole"
     common = ("--encoder", str(mebert), "--precision", "fp32", "--quiet")
-    assert cli(encode, "--corpus", corpus, "--output", str(whole), *common, capsys=capsys)[0] == 0
+    assert run_main(encode, "--corpus", corpus, "--output", str(whole), *common, capsys=capsys)[0] == 0
     for i in range(2):
-        code, err = cli(encode, "--corpus", corpus, "--output", str(tmp_path / f"s{i}"), "--shard", f"{i}/2",
-                        *common, capsys=capsys)
+        code, err = run_main(encode, "--corpus", corpus, "--output", str(tmp_path / f"s{i}"), "--shard", f"{i}/2",
+                             *common, capsys=capsys)
         assert code == 0, err
-    code, err = cli(encode, "merge", "--inputs", str(tmp_path / "s1"), str(tmp_path / "s0"), "--output",
-                    str(tmp_path / "merged"), capsys=capsys)
+    code, err = run_main(encode, "merge", "--inputs", str(tmp_path / "s1"), str(tmp_path / "s0"), "--output",
+                         str(tmp_path / "merged"), capsys=capsys)
     assert code == 0, err
     merged, expected = load_dense_index(tmp_path / "merged"), load_dense_index(whole)
     assert merged.docids == expected.docids and merged.vectors_per_passage == 4

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS, make_tiny_bert
+from conftest import TOY_PASSAGES, TOY_TOPICS, make_tiny_bert, run_module
 
 from ance_ir.data import read_run
 from ance_ir.index import load_dense_index
@@ -28,10 +26,6 @@ from ance_ir.train.negatives import build_sampler
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FILES = [str(PLUGINS / f"{name}.py") for name in
          ("maxpool_kind", "margin_loss", "overlap_source", "hardest_sampler", "symmetric_task")]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture()
@@ -56,7 +50,7 @@ def plugin_config(toy_collection, tmp_path) -> Path:
 
 
 def test_plugin_components_train_encode_and_search(plugin_config, toy_collection, tmp_path):
-    trained = cli("ance_ir.train", "--config", str(plugin_config))
+    trained = run_module("ance_ir.train", "--config", str(plugin_config))
     assert trained.returncode == 0, trained.stderr
     run = RunDir(tmp_path / "run")
     saved = json.loads(run.config.read_text())
@@ -80,8 +74,8 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
 
     # encode and search take the run folder: its final model, loaded as the plugin kind
     index = tmp_path / "index"
-    encoded = cli("ance_ir.encode", "--import", FILES[0], "--corpus", str(toy_collection["corpus"]),
-                  "--encoder", str(run.root), "--output", str(index), "--quiet")
+    encoded = run_module("ance_ir.encode", "--import", FILES[0], "--corpus", str(toy_collection["corpus"]),
+                         "--encoder", str(run.root), "--output", str(index), "--quiet")
     assert encoded.returncode == 0, encoded.stderr
     dense = load_dense_index(index)
     assert dense.meta["kind"] == "test-maxpool"
@@ -94,14 +88,14 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
     assert not np.allclose(stored, as_cls, atol=1e-3)  # really max-pooled, not the dense kind's CLS
 
     output = tmp_path / "run.trec"
-    searched = cli("ance_ir.search", "--import", FILES[0], "--topics", str(toy_collection["topics"]),
-                   "--index", str(index), "--output", str(output), "--hits", "3")
+    searched = run_module("ance_ir.search", "--import", FILES[0], "--topics", str(toy_collection["topics"]),
+                          "--index", str(index), "--output", str(output), "--hits", "3")
     assert searched.returncode == 0, searched.stderr
     assert {q: len(hits) for q, hits in read_run(output).items()} == {q: 3 for q in TOY_TOPICS}
 
     # without the plugin, the saved kind is not known: one clear error line
-    refused = cli("ance_ir.search", "--topics", str(toy_collection["topics"]), "--index", str(index),
-                  "--output", str(tmp_path / "x.trec"))
+    refused = run_module("ance_ir.search", "--topics", str(toy_collection["topics"]), "--index", str(index),
+                         "--output", str(tmp_path / "x.trec"))
     assert refused.returncode == 2 and "unknown model kind 'test-maxpool'" in refused.stderr
     assert not (tmp_path / "x.trec").exists()
 

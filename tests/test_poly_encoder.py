@@ -5,17 +5,15 @@ real trainer, reranking a run through ``python -m ance_ir.rerank``; bad inputs g
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_main
 from safetensors.torch import load_file
 
-from ance_ir.cli import run_cli
 from ance_ir.data import read_run, write_run
 from ance_ir.encode.__main__ import main as encode
 from ance_ir.modeling import DenseEncoder
@@ -31,41 +29,6 @@ QUERIES = [*TOY_TOPICS.values(), "cat"]
 PASSAGES = list(TOY_PASSAGES.values())
 
 
-def cli(main: Callable[[list[str] | None], int | None], *args: str,
-        capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    """Run a CLI's ``main`` in this process as ``python -m`` runs it: its exit status and its stderr."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_:
-        run_cli(main, list(args))
-    return exit_.value.code, capsys.readouterr().err
-
-
-def assert_refused(done: tuple[int, str], message: str, output: Path) -> None:
-    code, err = done
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
-    assert not output.exists()
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    """Training in-process with ``threads: 1`` must not slow down later tests."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory) -> Path:
-    """The tests' tiny random BERT (no dropout) with a tokenizer that knows the toy words."""
-    from transformers import BertTokenizerFast
-
-    path = make_tiny_bert(tmp_path_factory.mktemp("poly-bert") / "bert", dropout=0.0)
-    BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
-    return path
-
-
 def spread(model: PolyEncoder) -> PolyEncoder:
     """Every weight matrix (the codes too) redrawn with std 0.2: a new BERT (std 0.02) gives nearly one CLS state
     for every text, and new codes attend nearly uniformly."""
@@ -78,10 +41,10 @@ def spread(model: PolyEncoder) -> PolyEncoder:
 
 
 @pytest.fixture(scope="module")
-def poly(bert, tmp_path_factory) -> Path:
+def poly(toy_bert, tmp_path_factory) -> Path:
     """A saved poly-encoder (m = 3) over the tiny random BERT: what rerank takes."""
     path = tmp_path_factory.mktemp("poly") / "model"
-    spread(load_model(bert, "poly-encoder", m=3)).save_pretrained(path)
+    spread(load_model(toy_bert, "poly-encoder", m=3)).save_pretrained(path)
     return path
 
 
@@ -95,8 +58,8 @@ def dot(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
-def test_scores_are_passage_attention_over_code_attention(bert):
-    model = load_model(bert, "poly-encoder", m=3)
+def test_scores_are_passage_attention_over_code_attention(toy_bert):
+    model = load_model(toy_bert, "poly-encoder", m=3)
     assert isinstance(model, PolyEncoder) and model.m == 3 and model.index is None and model.fresh_head
     spread(model)
     backbone, codes = model.query_tower.backbone, model.codes.tolist()
@@ -165,11 +128,11 @@ def test_the_task_scores_groups_by_attention():
     assert inbatch.targets.tolist() == [0, 2] and own.scores.shape == (2, 2)
 
 
-def settings(toy: Path, bert: Path, output: Path, **changes) -> dict:
+def settings(toy: Path, toy_bert: Path, output: Path, **changes) -> dict:
     """A poly-encoder config on the toy collection: 3 queries a step, one sampled negative each, in-batch."""
     base = {
         "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-        "model": {"name": str(bert), "m": 4},
+        "model": {"name": str(toy_bert), "m": 4},
         "data": {"corpus": str(toy / "corpus.jsonl"), "topics": str(toy / "topics.tsv"),
                  "qrels": str(toy / "qrels.txt"), "min_positive_grade": 1},
         "task": {"name": "poly-encoder", "batch_size": 3, "n_negatives": 1, "in_batch": True},
@@ -188,8 +151,8 @@ def load_config(path: Path, values: dict):
     return build_config(path, {})
 
 
-def test_training_steps_through_the_trainer(toy, bert, tmp_path):
-    config = load_config(tmp_path / "p.yaml", settings(toy, bert, tmp_path / "run"))
+def test_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
+    config = load_config(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run"))
     assert (config.model.kind, config.model.options) == ("poly-encoder", {"m": 4})
     train(config)
     run = RunDir(tmp_path / "run")
@@ -199,7 +162,7 @@ def test_training_steps_through_the_trainer(toy, bert, tmp_path):
     trained = load_model(run.root)
     assert isinstance(trained, PolyEncoder) and trained.m == 4 and saved_kind(run.final) == "poly-encoder"
     torch.manual_seed(3)  # the trainer seeds torch with the config's seed before loading the model
-    start = load_model(bert, "poly-encoder", m=4)
+    start = load_model(toy_bert, "poly-encoder", m=4)
     assert 0.01 < (trained.codes - start.codes).abs().max() < 0.1  # trained, by at most 60 steps of lr 1e-3
     for qid, query in TOY_TOPICS.items():
         docids = list(TOY_PASSAGES)
@@ -214,16 +177,16 @@ def test_training_steps_through_the_trainer(toy, bert, tmp_path):
     ({"model": {"normalize": True}}, "model.normalize", "unnormalised vectors"),
     ({"model": {"kind": "dense", "m": None}}, "model.kind", "task 'poly-encoder' trains 'poly-encoder' models"),
 ])
-def test_settings_a_poly_encoder_cannot_train_with(toy, bert, tmp_path, changes, setting, message):
-    values = settings(toy, bert, tmp_path / "run", **changes)
+def test_settings_a_poly_encoder_cannot_train_with(toy, toy_bert, tmp_path, changes, setting, message):
+    values = settings(toy, toy_bert, tmp_path / "run", **changes)
     values["model"] = {k: v for k, v in values["model"].items() if v is not None}
     with pytest.raises(ValueError, match=rf"p\.yaml:\d+: {setting}: .*{message}"):
         load_config(tmp_path / "p.yaml", values)
 
 
-def test_the_contrastive_task_refuses_a_poly_encoder(toy, bert, tmp_path):
+def test_the_contrastive_task_refuses_a_poly_encoder(toy, toy_bert, tmp_path):
     with pytest.raises(ValueError, match=r"model.kind: 'poly-encoder' models score pairs and encode no index"):
-        load_config(tmp_path / "p.yaml", settings(toy, bert, tmp_path / "run", task={"name": "contrastive"},
+        load_config(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run", task={"name": "contrastive"},
                                                   model={"kind": "poly-encoder"}))
 
 
@@ -249,8 +212,8 @@ def rerank_args(model: Path, toy: Path, run: Path, output: Path, *extra: str) ->
 
 def test_rerank_orders_the_top_depth_by_the_poly_encoder(poly, toy, first_stage, tmp_path, capsys):
     output = tmp_path / "reranked.trec"
-    code, err = cli(rerank, *rerank_args(poly, toy, first_stage, output, "--depth", "5", "--hits", "7",
-                                         "--precision", "fp32", "--qrels", str(toy / "qrels.txt")), capsys=capsys)
+    code, err = run_main(rerank, *rerank_args(poly, toy, first_stage, output, "--depth", "5", "--hits", "7",
+                                              "--precision", "fp32", "--qrels", str(toy / "qrels.txt")), capsys=capsys)
     assert code == 0, err
     reranked, before = read_run(output), read_run(first_stage)
     model = load_model(poly)
@@ -266,20 +229,20 @@ def test_rerank_orders_the_top_depth_by_the_poly_encoder(poly, toy, first_stage,
     assert changed  # the model did reorder
 
 
-def test_bad_inputs_give_one_line(poly, bert, toy, first_stage, tmp_path, capsys):
+def test_bad_inputs_give_one_line(poly, toy_bert, toy, first_stage, tmp_path, capsys):
     output = tmp_path / "out"
-    assert_refused(cli(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(poly), "--output",
-                       str(output), capsys=capsys), "a 'poly-encoder' model writes no index", output)
-    assert_refused(cli(rerank, *rerank_args(poly, toy, first_stage, output, "--depth", "0"), capsys=capsys),
+    assert_refused(run_main(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(poly), "--output",
+                            str(output), capsys=capsys), "a 'poly-encoder' model writes no index", output)
+    assert_refused(run_main(rerank, *rerank_args(poly, toy, first_stage, output, "--depth", "0"), capsys=capsys),
                    "--depth must be at least 1, got 0", output)
-    assert_refused(cli(rerank, *rerank_args(poly, toy, first_stage, output, "--max-length", "64"), capsys=capsys),
+    assert_refused(run_main(rerank, *rerank_args(poly, toy, first_stage, output, "--max-length", "64"), capsys=capsys),
                    "--max-length is a cross-encoder setting", output)
     dense, index = tmp_path / "dense", tmp_path / "index"
-    DenseEncoder.from_pretrained(bert).save_pretrained(dense)
-    assert cli(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(dense), "--output", str(index),
-               "--quiet", capsys=capsys)[0] == 0
-    assert_refused(cli(search, "--topics", str(toy / "topics.tsv"), "--index", str(index), "--encoder", str(poly),
-                       "--output", str(output), capsys=capsys),
+    DenseEncoder.from_pretrained(toy_bert).save_pretrained(dense)
+    assert run_main(encode, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(dense), "--output", str(index),
+                    "--quiet", capsys=capsys)[0] == 0
+    assert_refused(run_main(search, "--topics", str(toy / "topics.tsv"), "--index", str(index), "--encoder", str(poly),
+                            "--output", str(output), capsys=capsys),
                    "is a 'poly-encoder' model, expected a 'dense' model", output)
-    assert_refused(cli(rerank, *rerank_args(dense, toy, first_stage, output), capsys=capsys),
+    assert_refused(run_main(rerank, *rerank_args(dense, toy, first_stage, output), capsys=capsys),
                    "is a 'dense' model, which scores no (query, passage) pairs", output)

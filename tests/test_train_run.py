@@ -41,14 +41,6 @@ def toy_settings(toy: Path, output: Path, **settings) -> dict:
             "device": "cpu", "threads": 1, "inferencer_threads": 1, **settings}
 
 
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    """Training with ``threads: 1`` (tiny models only lose from more) must not slow down later tests."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
 def toy_config(toy: Path, output: Path, **settings) -> TrainConfig:
     return build_config(None, toy_settings(toy, output, **settings))
 
