@@ -1,0 +1,156 @@
+"""Negatives and teachers on rag24-mini (issue 14): bert-tiny students against Table 1's DPR row.
+
+    python -m experiments.rag24_distill teacher
+    python -m experiments.rag24_distill run --seeds 1 2 3 [--only margin-mse kl]
+    python -m experiments.rag24_distill report --seeds 1 2 3 --output docs/distill-rag24.md
+
+``teacher`` writes the training groups every distilled row reads: each training topic's positives (grade >= 2)
+and 30 BM25 negatives (from the committed BM25 train run, judged passages removed), every passage scored by the
+cross-encoder ``train-runs/rag24-mini/cross-encoder-minilm`` (trained by the command in docs/rerank-rag24.md,
+trained here first when it is missing). ``run`` trains each row with the budget of Table 1's bert-tiny family
+(600 steps of 16 queries, lr 1e-4, mean pooling, unnormalised dot products: ``configs/presets/bert-tiny.yaml``),
+encodes the corpus with the final model and writes 100 hits a query for the 101 test topics to
+``runs/rag24/distill/bert-tiny/`` (committed, with the training logs). Every step is a package CLI, printed as it
+runs; finished steps are skipped. ``report`` evaluates the committed runs against Table 1's DPR runs of the same
+seeds (paired t-test over topics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ance_ir.eval.significance import paired_t_test
+from bench.common import write_section
+from experiments.rag24_interaction_report import MEASURES, cell, per_query_of
+from experiments.rag24_table1 import BM25_RUNS, ROOT, py, sh
+
+WORK = ROOT / "train-runs" / "distill"
+RUNS = ROOT / "runs" / "rag24" / "distill" / "bert-tiny"
+TEACHER = ROOT / "train-runs" / "rag24-mini" / "cross-encoder-minilm"
+GROUPS = WORK / "groups.bm25.jsonl.gz"
+SCORED = WORK / "groups.minilm-ce.jsonl.gz"
+BERT_TINY = ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--temperature", "1.0", "--lr", "1e-4",
+             "--batch-size", "16", "--warmup-ratio", "0.1", "--max-steps", "600", "--refresh-every", "0",
+             "--no-progress")
+
+
+@dataclass(frozen=True)
+class Row:
+    """A student trained from ``configs/rag24-mini/CONFIG.yaml`` with the bert-tiny budget and ``sets`` on top."""
+
+    name: str
+    label: str
+    config: str
+    sets: tuple[str, ...] = ()
+
+
+ROWS = [
+    Row("margin-mse", "Margin-MSE (1 BM25 negative)", "margin-mse"),
+    Row("mse", "MSE on the scores (1 BM25 negative)", "margin-mse", ("loss.name=mse",)),
+    Row("kl", "KL, listwise (7 BM25 negatives)", "kl"),
+]
+
+
+def run_file(row: str, seed: int) -> Path:
+    if row == "dpr":
+        return ROOT / "runs" / "rag24" / "table1" / "bert-tiny" / f"dpr.seed{seed}.test.trec.gz"
+    return RUNS / f"{row}.seed{seed}.test.trec.gz"
+
+
+def teacher() -> None:
+    """The groups of BM25 negatives, scored by the cross-encoder."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not (TEACHER / "final").is_dir():
+        sh(py("ance_ir.train", "--config", "configs/rag24-mini/cross-encoder.yaml", "--set", "model.name=minilm",
+              "--set", "task.n_negatives=3", "--set", "optim.lr=3e-5", "--set", "optim.max_steps=300",
+              "--save-every", "50", "--output", str(TEACHER), "--no-progress"))
+    if not GROUPS.is_file():
+        sh(py("ance_ir.negatives", "--topics", "rag24-mini-train", "--qrels", "rag24-mini-train", "--corpus",
+              "rag24-mini", "--source", "run", "--run", BM25_RUNS["train"], "--depth", "30",
+              "--min-positive-grade", "2", "--output", str(GROUPS)))
+    if not SCORED.is_file():
+        sh(py("ance_ir.rerank", "--groups", str(GROUPS), "--corpus", "rag24-mini", "--model", str(TEACHER),
+              "--output", str(SCORED), "--quiet"))
+
+
+def train_row(row: Row, seed: int) -> None:
+    """Train, encode and search one row for one seed; keep its run and training log."""
+    out = run_file(row.name, seed)
+    if out.is_file():
+        return
+    model = WORK / f"{row.name}.seed{seed}"
+    if not (model / "final").is_dir():
+        sets = [a for s in (f"data.groups={SCORED}", *row.sets) for a in ("--set", s)]
+        sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
+              "--output", str(model), *BERT_TINY, *sets))
+    index = WORK / "indexes" / f"{row.name}.seed{seed}"
+    if not (index / "meta.json").is_file():
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model / "final"), "--output", str(index),
+              "--quiet", "--pooling", "mean", "--no-normalize"))
+    RUNS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model / "log.jsonl", RUNS / f"{row.name}.seed{seed}.log.jsonl")
+    sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", "100", "--output",
+          str(out), "--run-tag", f"distill-{row.name}"))
+
+
+def run(seeds: list[int], only: list[str] | None) -> None:
+    teacher()
+    for seed in seeds:
+        for row in ROWS:
+            if only is None or row.name in only:
+                train_row(row, seed)
+
+
+def report(seeds: list[int], output: str) -> None:
+    dpr = per_query_of([run_file("dpr", s) for s in seeds])
+    header = "| row | nDCG@10 | R@100 | MRR@10 | nDCG@10 vs DPR | queries better / worse | paired t-test p |"
+    lines = [header, "|" + " --- |" * (header.count("|") - 1)]
+    for name, label in [("dpr", "DPR (BM25 + in-batch, Table 1)"), *[(r.name, r.label) for r in ROWS]]:
+        values = per_query_of([run_file(name, s) for s in seeds])
+        if values is None:
+            continue
+        cells = [cell([statistics.fmean(v[i] for v in values[m].values()) for i in range(len(seeds))])
+                 for m in MEASURES]
+        versus = ["", "", ""]
+        if name != "dpr":
+            a = [statistics.fmean(v) for v in values["ndcg_cut_10"].values()]
+            b = [statistics.fmean(v) for v in dpr["ndcg_cut_10"].values()]
+            better = sum(x > y for x, y in zip(a, b, strict=True))
+            worse = sum(x < y for x, y in zip(a, b, strict=True))
+            versus = [f"{statistics.fmean(a) - statistics.fmean(b):+.4f}", f"{better} / {worse}",
+                      f"{paired_t_test(a, b):.2g}"]
+        lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(versus)} |")
+    seeds_text = " ".join(map(str, seeds))
+    body = (f"### bert-tiny, seeds {', '.join(map(str, seeds))} (mean ± std over seeds)\n\n" + "\n".join(lines)
+            + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
+              "against DPR's.\n\n```bash\npython -m experiments.rag24_distill teacher\n"
+              f"python -m experiments.rag24_distill run --seeds {seeds_text}\n"
+              f"python -m experiments.rag24_distill report --seeds {seeds_text} --output {output}\n```")
+    write_section(output, "distill-bert-tiny", body)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("teacher", help="write the scored training groups")
+    run_parser = commands.add_parser("run", help="train, encode and search the rows")
+    run_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    run_parser.add_argument("--only", nargs="+", choices=[r.name for r in ROWS])
+    report_parser = commands.add_parser("report", help="write the results table")
+    report_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    report_parser.add_argument("--output", default="docs/distill-rag24.md")
+    args = parser.parse_args()
+    if args.command == "teacher":
+        teacher()
+    elif args.command == "run":
+        run(args.seeds, args.only)
+    else:
+        report(args.seeds, args.output)
+
+
+if __name__ == "__main__":
+    main()
