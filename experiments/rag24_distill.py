@@ -52,6 +52,9 @@ ROWS = [
     Row("margin-mse", "Margin-MSE (1 BM25 negative)", "margin-mse"),
     Row("mse", "MSE on the scores (1 BM25 negative)", "margin-mse", ("loss.name=mse",)),
     Row("kl", "KL, listwise (7 BM25 negatives)", "kl"),
+    # TAS-B's dual supervision: the teacher's margins on the own group plus NLL over the batch's passages (as DPR)
+    Row("margin-mse-inbatch", "Margin-MSE + in-batch NLL", "margin-mse", ("task.in_batch=true", "loss.label_weight=1")),
+    Row("kl-inbatch", "KL + in-batch NLL (7 BM25 negatives)", "kl", ("task.in_batch=true", "loss.label_weight=1")),
 ]
 
 

@@ -157,3 +157,14 @@ def test_distillation_reads_own_groups_from_in_batch_scores():
     in_batch = build_loss("margin-mse")(dense_group_scores(queries, passages, 2, True, teacher=teacher))
     own = build_loss("margin-mse")(dense_group_scores(queries, passages, 2, False, teacher=teacher))
     assert in_batch.item() == pytest.approx(own.item()) and own.item() == pytest.approx(((2 - 2) ** 2 + 0 ** 2) / 2)
+
+
+def test_label_weight_adds_the_nll_of_the_positive_over_the_batch():
+    queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    passages = torch.tensor([[3.0, 0.0], [1.0, 1.0], [0.0, 2.0], [2.0, 2.0]])
+    teacher = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+    for name in ("mse", "margin-mse", "kl"):
+        scores = dense_group_scores(queries, passages, 2, True, teacher=teacher)
+        plain = build_loss(name)(scores)
+        both = build_loss(name, label_weight=0.5)(scores)
+        assert both.item() == pytest.approx(plain.item() + 0.5 * NLL(queries, passages, 2, in_batch=True).item())

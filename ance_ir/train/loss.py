@@ -135,9 +135,25 @@ class BCELoss(ContrastiveLoss):
 class DistillationLoss(ContrastiveLoss):
     """A loss matching the teacher's scores of each query's own group (``[B, G]``, positive first); entries the
     teacher did not score (NaN) are left out, and a query with fewer than two scored passages counts for nothing.
+
+    ``label_weight`` > 0 adds that times ``nll`` on the labels (the positive against every scored passage, the
+    batch's other passages too when the task scores them): TAS-B's dual supervision, teacher margins and in-batch
+    negatives together.
     """
 
     needs_teacher = True
+    options = {"label_weight": 0.0}
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        loss = self.distil(batch)
+        if self.settings["label_weight"]:
+            loss = loss + self.settings["label_weight"] * F.cross_entropy(batch.scores / self.temperature,
+                                                                         batch.targets)
+        return loss
+
+    @abstractmethod
+    def distil(self, batch: GroupScores) -> torch.Tensor:
+        """The distillation term of ``batch``."""
 
     def own_and_teacher(self, batch: GroupScores) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The student's own-group scores, the teacher's (NaN replaced by 0) and where the teacher's are known."""
@@ -154,7 +170,7 @@ class MSELoss(DistillationLoss):
 
     name = "mse"
 
-    def __call__(self, batch: GroupScores) -> torch.Tensor:
+    def distil(self, batch: GroupScores) -> torch.Tensor:
         student, teacher, known = self.own_and_teacher(batch)
         errors = (student / self.temperature - teacher) ** 2
         return (errors * known).sum() / known.sum().clamp(min=1)
@@ -167,7 +183,7 @@ class MarginMSELoss(DistillationLoss):
 
     name = "margin-mse"
 
-    def __call__(self, batch: GroupScores) -> torch.Tensor:
+    def distil(self, batch: GroupScores) -> torch.Tensor:
         student, teacher, known = self.own_and_teacher(batch)
         student_margins = (student[:, :1] - student[:, 1:]) / self.temperature
         teacher_margins = teacher[:, :1] - teacher[:, 1:]
@@ -181,9 +197,9 @@ class KLLoss(DistillationLoss):
     and of the student's over ``temperature`` (listwise distillation), over the passages the teacher scored."""
 
     name = "kl"
-    options = {"teacher_temperature": 1.0}
+    options = {**DistillationLoss.options, "teacher_temperature": 1.0}
 
-    def __call__(self, batch: GroupScores) -> torch.Tensor:
+    def distil(self, batch: GroupScores) -> torch.Tensor:
         student, teacher, known = self.own_and_teacher(batch)
         rows = known.sum(1) >= 2
         if not rows.any():
