@@ -316,3 +316,17 @@ def test_inferencer_crash_leaves_training_on_the_last_negatives(toy, tmp_path, c
     assert serve(output, once=True) == 1  # what the warning suggests: refresh the final checkpoint by hand
     assert 15 in RefreshRecords(RunDir(output).refresh).steps()
     assert serve(output, once=True) == 0
+
+
+def test_the_final_model_has_a_card_with_its_settings_and_measured_results(straight_run):
+    run = RunDir(straight_run)
+    card = (run.final / "README.md").read_text()
+    front, body = card.split("---\n")[1], card.split("---\n", 2)[2]
+    assert yaml.safe_load(front)["library_name"] == "ance-ir"
+    settings = yaml.safe_load(body.split("```yaml\n")[1].split("```")[0])
+    assert settings["negatives"]["name"] == "ance" and settings["optim"]["max_steps"] == 8
+    last = [r for r in read_log(run.log) if "loss" in r][-1]
+    assert f"{last['loss']:.4f} at step 8" in card
+    for record in RefreshRecords(run.refresh).read_all():
+        assert f"| {record['step']} | {record['metrics']['ndcg_cut_10']:.4f} |" in card
+    assert "SentenceTransformer(" in card

@@ -44,6 +44,7 @@ from ance_ir.train.checkpoint import (
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.distributed import Distributed
 from ance_ir.train.layout import RunDir
+from ance_ir.train.model_card import write_model_card
 from ance_ir.train.modeling import GROUPS, grad_norm, layer_groups
 from ance_ir.train.optim import Precision, build_optimizer, linear_schedule
 from ance_ir.train.runlog import RunLog
@@ -360,6 +361,7 @@ class Trainer:
         if self.dist.is_main:
             with atomic_directory(self.run.final) as tmp:
                 self.model.save_pretrained(tmp)
+                write_model_card(tmp, self.run)
         self.log.write({"event": "done", "step": self.step})
         self.dist.barrier()
         return checkpoint_dir(self.run, self.step)
