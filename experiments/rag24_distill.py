@@ -128,7 +128,8 @@ def report(seeds: list[int], output: str) -> None:
                       f"{paired_t_test(a, b):.2g}"]
         lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(versus)} |")
     seeds_text = " ".join(map(str, seeds))
-    body = (f"### bert-tiny, seeds {', '.join(map(str, seeds))} (mean ± std over seeds)\n\n" + "\n".join(lines)
+    which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+    body = (f"### bert-tiny, {which}\n\n" + "\n".join(lines)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against DPR's.\n\n```bash\npython -m experiments.rag24_distill teacher\n"
               f"python -m experiments.rag24_distill run --seeds {seeds_text}\n"
