@@ -4,10 +4,13 @@ the JsonVectorCollection check, resuming, and bad inputs."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_main, write_toy_collection
 
 from ance_ir.encode.__main__ import main as encode_main
@@ -154,3 +157,61 @@ def test_bad_inputs_are_refused(index, toy_bert, tmp_path, capsys):
     (broken / "meta.json").write_text('{"index": "impact"}')
     assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(broken),
                             "--output", str(run), capsys=capsys), "not an impact index", run)
+
+
+def train_settings(collection: Path, bert: Path, output: Path, **task) -> dict:
+    return {"output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
+            "model": {"name": str(bert), "query_max_length": 8, "passage_max_length": 16},
+            "data": {"corpus": str(collection / "corpus.jsonl"), "topics": str(collection / "topics.tsv"),
+                     "qrels": str(collection / "qrels.txt"), "min_positive_grade": 1},
+            "task": {"name": "splade", "batch_size": 3, "n_negatives": 2, **task},
+            "negatives": {"name": "random"}, "loss": {"name": "nll"}, "optim": {"lr": 1e-3, "max_steps": 40}}
+
+
+def test_flops_warmup_is_quadratic():
+    from ance_ir.train.splade import flops_weight
+
+    assert [flops_weight(1.0, b, 10) for b in (0, 5, 10, 20)] == [0.0, 0.25, 1.0, 1.0]
+    assert flops_weight(0.5, 0, 0) == 0.5
+
+
+def test_the_task_trains_and_its_loss_falls(toy_bert, tmp_path):
+    from ance_ir.train.arguments import build_config
+    from ance_ir.train.runlog import read_log
+    from ance_ir.train.trainer import train
+
+    collection = write_toy_collection(tmp_path / "toy")
+    path = tmp_path / "splade.yaml"
+    path.write_text(yaml.safe_dump(train_settings(collection, toy_bert, tmp_path / "run", in_batch=True,
+                                                  flops_warmup_steps=10)))
+    config = build_config(path, {})
+    assert config.model.kind == "splade"
+    train(config)
+    losses = [r["loss"] for r in read_log(tmp_path / "run" / "log.jsonl") if "loss" in r]
+    assert len(losses) == 40 and all(map(math.isfinite, losses))
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+    assert saved_kind(tmp_path / "run" / "final") == "splade"
+
+
+@pytest.mark.parametrize(("task", "setting", "message"), [
+    ({"lambda_q": -1}, "task.lambda_q", "must be a number of at least 0"),
+    ({"in_batch": False, "pooling": "mean"}, "model.pooling", "is a dense dual-encoder setting"),
+])
+def test_settings_a_splade_task_cannot_train_with(toy_bert, tmp_path, task, setting, message):
+    from ance_ir.train.arguments import build_config
+
+    changed = train_settings(write_toy_collection(tmp_path / "toy"), toy_bert, tmp_path / "run")
+    if "pooling" in task:
+        changed["model"]["pooling"] = task.pop("pooling")
+    changed["task"].update(task)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(changed))
+    with pytest.raises(ValueError, match=rf"c\.yaml:\d+: {setting}: {message}"):
+        build_config(tmp_path / "c.yaml", {})
+
+
+def test_the_example_config_loads():
+    from ance_ir.train.arguments import build_config
+
+    config = build_config(Path(__file__).resolve().parent.parent / "configs/rag24-mini/splade.yaml", {})
+    assert (config.task.name, config.model.kind, config.model.name) == ("splade", "splade", "splade-tiny")
+    assert config.task.options == {"lambda_q": 3e-4, "lambda_d": 1e-4, "flops_warmup_steps": 200}
