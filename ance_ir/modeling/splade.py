@@ -131,12 +131,16 @@ class Splade(torch.nn.Module):
                               return_tensors="pt")
 
     def embed(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Term weights ``[B, V]``: max over the attended tokens of ``log(1 + ReLU(logits))``, with autograd."""
+        """Term weights ``[B, V]``: max over the attended tokens of ``log(1 + ReLU(logits))``, with autograd.
+
+        ``log(1 + ReLU(x))`` is non-decreasing, so it is applied after the max over the tokens: the same weights
+        (and gradients) without three ``[B, L, V]`` tensors."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
         logits = self.mlm(**batch).logits
         with torch.autocast(self.device.type, enabled=False):
-            weights = torch.log1p(torch.relu(logits.float())) * batch["attention_mask"].unsqueeze(-1)
-            return weights.max(dim=1).values
+            padding = (batch["attention_mask"] == 0).unsqueeze(-1)
+            top = logits.float().masked_fill(padding, float("-inf")).max(dim=1).values
+            return torch.log1p(torch.relu(top))
 
     def encode(self, texts: Sequence[str], max_length: int, batch_size: int = 32, precision: str | None = None,
                show_progress: bool = False) -> list[dict[str, float]]:
