@@ -145,10 +145,16 @@ def test_encode_resumes_from_finished_chunks(model, index, toy_bert, tmp_path):
     assert not work.exists()
 
 
-def test_bad_inputs_are_refused(index, toy_bert, tmp_path, capsys):
+def test_bad_inputs_are_refused(model, index, toy_bert, tmp_path, capsys):
     out = tmp_path / "x"
     assert_refused(run_main(encode_main, "--corpus", str(index.parent / "corpus.jsonl"), "--encoder", str(toy_bert),
                             "--output", str(out), "--scale", "100", capsys=capsys), "--scale is for impact", out)
+    splade = tmp_path / "splade"
+    model.save_pretrained(splade)
+    assert_refused(run_main(encode_main, "--corpus", str(index.parent / "corpus.jsonl"), "--encoder", str(splade),
+                            "--output", str(out), "--scale", "0", capsys=capsys), "scale must be positive", out)
+    assert_refused(run_main(encode_main, "--corpus", str(index.parent / "corpus.jsonl"), "--encoder", str(splade),
+                            "--output", str(out), "--shard", "0/2", capsys=capsys), "in one process", out)
     run = tmp_path / "run.trec"
     assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
                             "--output", str(run), "--pooling", "cls", capsys=capsys), "dense settings", run)

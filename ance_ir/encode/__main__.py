@@ -191,8 +191,9 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
             raise ValueError(f"{args.encoder}: an impact index is encoded in one process (no --shard, no torchrun)")
         if index_type != "flat":
             raise ValueError(f"--index-type {index_type}: an impact index is a Lucene index (flat only)")
-        return encode_impacts(corpus, encoder, output, encoder_name=name, scale=args.scale or DEFAULT_SCALE,
-                              batch_size=args.batch_size, chunk_size=args.chunk_size, threads=args.threads or 1,
+        scale = DEFAULT_SCALE if args.scale is None else args.scale
+        return encode_impacts(corpus, encoder, output, encoder_name=name, scale=scale, batch_size=args.batch_size,
+                              chunk_size=args.chunk_size, threads=args.threads or 1,
                               overwrite=overwrite, show_progress=show_progress)
     if args.scale is not None:
         raise ValueError(f"--scale: {args.encoder} is a {encoder.kind!r} model; --scale is for impact indexes")
