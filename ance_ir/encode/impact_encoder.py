@@ -26,6 +26,7 @@ from ance_ir.index.impact import (
     folder_bytes,
     vector_line,
 )
+from ance_ir.modeling.inference import resolve_precision
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
     with output_lock(output):
         total = _count_passages(corpus)
         job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
-               "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size}
+               "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
+               "precision": resolve_precision(model.inference_precision, model.device)}
         work = work_folder(output)
         _remove_stale(output, work)
         if work.is_dir():
@@ -77,7 +79,8 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         with atomic_directory(output) as tmp:
             build_lucene_impact_index(parts, tmp / LUCENE, threads)
             shutil.copytree(parts, tmp / COLLECTION)
-            meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "scale")},
+            meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "scale",
+                                            "precision")},
                     "index": "impact", "passages": documents, "postings": postings,
                     "postings_per_passage": postings / max(documents, 1),
                     "lucene_bytes": folder_bytes(tmp / LUCENE)}
