@@ -19,6 +19,12 @@ A colbert model writes a token index (every kept token vector, float16, plus fai
 
     python -m ance_ir.encode --corpus rag24-mini --encoder train-runs/rag24-mini/colbert \
         --output indexes/rag24-mini.colbert [--centroids 8192]
+
+A splade model (e.g. the alias splade-tiny) writes a Lucene impact index: the passages' term weights quantised
+to integers round(scale * w) in Pyserini's JsonVectorCollection, indexed by Pyserini (-impact -pretokenized),
+resumable the same way, in one process (see ance_ir.index.impact):
+
+    python -m ance_ir.encode --corpus rag24-mini --encoder splade-tiny --output indexes/rag24-mini.splade [--scale 100]
 """
 
 from __future__ import annotations
@@ -46,7 +52,11 @@ def _shard(spec: str) -> Shard:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _report(dense: DenseIndex | TokenIndex) -> None:
+def _report(dense: DenseIndex | TokenIndex | dict) -> None:
+    if isinstance(dense, dict):  # an impact index's meta.json
+        print(f"wrote {dense['passages']} passages, {dense['postings_per_passage']:.1f} terms per passage (scale "
+              f"{dense['scale']:g}), Lucene impact index {dense['lucene_bytes'] / 2 ** 20:.1f} MiB", file=sys.stderr)
+        return
     if isinstance(dense, TokenIndex):
         print(f"wrote {dense.folder}: {len(dense)} passages, {dense.meta['tokens']} token vectors of dimension "
               f"{dense.dim}, {dense.meta['centroids']} centroids, {index_bytes(dense.folder) / 2 ** 20:.1f} MiB",
@@ -95,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's, one per core)")
     parser.add_argument("--centroids", type=positive_int,
                         help="token index: k-means centroids (default 2^floor(log2(16 sqrt(tokens))), ColBERTv2's)")
+    parser.add_argument("--scale", type=float,
+                        help="impact index: impacts are round(scale * weight) (default 100)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
@@ -148,14 +160,14 @@ def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.dev
 
 def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output: Path, shard: Shard | None,
             index_type: str, *, overwrite: bool, show_progress: bool,
-            reuse: bool = False) -> DenseIndex | TokenIndex | None:
+            reuse: bool = False) -> DenseIndex | TokenIndex | dict | None:
     """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
     from ance_ir.modeling.kinds import load_model
 
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize),
                                    ("passage_max_length", args.passage_max_length)) if v is not None}
     encoder = load_model(args.encoder, **overrides)
-    if encoder.index not in ("dense", "mebert", "tokens"):
+    if encoder.index not in ("dense", "mebert", "tokens", "impact"):
         raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no index (it scores pairs: use "
                          "python -m ance_ir.rerank)")
     encoder.to(device)
@@ -171,6 +183,20 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
         return encode_tokens(corpus, encoder, output, encoder_name=name, batch_size=args.batch_size,
                              chunk_size=args.chunk_size, centroids=args.centroids, overwrite=overwrite,
                              show_progress=show_progress)
+    if encoder.index == "impact":
+        from ance_ir.encode.impact_encoder import encode_impacts
+        from ance_ir.modeling.splade import DEFAULT_SCALE
+
+        if shard or Launch.from_env():
+            raise ValueError(f"{args.encoder}: an impact index is encoded in one process (no --shard, no torchrun)")
+        if index_type != "flat":
+            raise ValueError(f"--index-type {index_type}: an impact index is a Lucene index (flat only)")
+        scale = DEFAULT_SCALE if args.scale is None else args.scale
+        return encode_impacts(corpus, encoder, output, encoder_name=name, scale=scale, batch_size=args.batch_size,
+                              chunk_size=args.chunk_size, threads=args.threads or 1,
+                              overwrite=overwrite, show_progress=show_progress)
+    if args.scale is not None:
+        raise ValueError(f"--scale: {args.encoder} is a {encoder.kind!r} model; --scale is for impact indexes")
     if reuse and shard and finished_shard(output, shard, corpus, name, encoder.config.to_dict()):
         print(f"reused finished shard {output}", file=sys.stderr)
         return None

@@ -14,7 +14,9 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
 * ``colbert``: token vectors, MaxSim; ``index`` ``"tokens"``: a token index (:mod:`ance_ir.index.token_index`);
   it also scores pairs, so it reranks a run too (:class:`~ance_ir.modeling.colbert.ColBERT`).
 
-Kinds to come fill the same slots, e.g. ``sparse`` (term weights, a Lucene impact index).
+* ``splade``: vocabulary-sized term weights from an MLM head; ``index`` ``"impact"``: a Lucene impact index
+  through Pyserini (:class:`~ance_ir.modeling.splade.Splade`).
+
 A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
 :func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
 """
@@ -72,6 +74,7 @@ def kind_class(kind: str) -> type:
     import ance_ir.modeling.encoder  # noqa: F401
     import ance_ir.modeling.mebert  # noqa: F401
     import ance_ir.modeling.poly_encoder  # noqa: F401
+    import ance_ir.modeling.splade  # noqa: F401
 
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))} (a plugin kind "
@@ -83,14 +86,15 @@ def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: A
     """Load a model of any kind: a saved folder (its recorded kind), a run folder, an alias or a hub id.
 
     ``kind`` is what the caller expects: a folder that records another kind is refused; a folder or name
-    that records none (a plain Hugging Face model) is loaded as ``kind`` (default ``dense``).
+    that records none (a plain Hugging Face model) is loaded as ``kind`` (default: the alias's kind, e.g.
+    ``splade`` for ``splade-tiny``, else ``dense``).
     ``overrides`` go to the kind's ``from_pretrained`` (e.g. pooling for ``dense``).
     """
-    from ance_ir.modeling.resolve import check_loadable, resolve_model_path
+    from ance_ir.modeling.resolve import alias_kind, check_loadable, resolve_model_path
 
     path = resolve_model_path(name_or_path)
     check_loadable(path)
     recorded = saved_kind(path) if Path(path).is_dir() else None
     if recorded is not None and kind is not None and recorded != kind:
         raise ValueError(f"{name_or_path}: is a {recorded!r} model, expected a {kind!r} model")
-    return kind_class(recorded or kind or DEFAULT_KIND).from_pretrained(path, **overrides)
+    return kind_class(recorded or kind or alias_kind(name_or_path) or DEFAULT_KIND).from_pretrained(path, **overrides)

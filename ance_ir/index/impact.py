@@ -1,0 +1,99 @@
+"""Lucene impact indexes of learned sparse term weights (a ``splade`` model's), built by Pyserini.
+
+An impact index folder holds ``meta.json`` (encoder, kind, settings, corpus hash, the quantisation ``scale``, counts),
+``collection/`` (the passages in Pyserini's ``JsonVectorCollection`` format: one JSON object a line,
+``{"id", "contents", "vector": {term: integer impact}}``) and ``lucene/``, the index Pyserini's Java indexer builds
+from it (``-impact -pretokenized``: a term's impact is stored as its frequency, so a query of integer weights scores
+``sum_t q_t d_t`` exactly).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ance_ir.bm25.index import _die_with_parent
+from ance_ir.data import InputError
+
+META = "meta.json"
+COLLECTION = "collection"
+LUCENE = "lucene"
+
+
+def vector_line(docid: str, text: str, vector: Mapping[str, int]) -> str:
+    """One line of a ``JsonVectorCollection``."""
+    return json.dumps({"id": docid, "contents": text, "vector": dict(vector)}, ensure_ascii=False) + "\n"
+
+
+def check_vector_collection(files: Iterable[Path]) -> int:
+    """Validate ``JsonVectorCollection`` files (an ``id`` string, ``contents`` string, ``vector`` of terms free of
+    whitespace to positive integers); the number of documents, or :class:`InputError` naming the file and line."""
+    count, seen = 0, set()
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    doc = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(path, f"not JSON ({e.msg})", number) from None
+                if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
+                    raise InputError(path, "needs a non-empty string 'id'", number)
+                if not isinstance(doc.get("contents", ""), str):
+                    raise InputError(path, "'contents' must be a string", number)
+                vector = doc.get("vector")
+                if not isinstance(vector, dict):
+                    raise InputError(path, "needs a 'vector' object of term -> integer impact", number)
+                for term, weight in vector.items():
+                    if not term or any(c.isspace() for c in term):
+                        raise InputError(path, f"term {term!r} is empty or holds whitespace", number)
+                    if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
+                        raise InputError(path, f"impact of {term!r} must be a positive integer, got {weight!r}",
+                                         number)
+                if doc["id"] in seen:
+                    raise InputError(path, f"duplicate id {doc['id']!r}", number)
+                seen.add(doc["id"])
+                count += 1
+    return count
+
+
+def build_lucene_impact_index(collection: Path, output: Path, threads: int = 1) -> None:
+    """Index the ``JsonVectorCollection`` folder ``collection`` into ``output`` with ``pyserini.index.lucene``."""
+    cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene", "--collection", "JsonVectorCollection",
+           "--input", str(collection), "--index", str(output), "--generator", "DefaultLuceneDocumentGenerator",
+           "--threads", str(threads), "--impact", "--pretokenized"]
+    result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_die_with_parent)
+    if result.returncode != 0 or not any(output.glob("segments*")):
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
+        raise RuntimeError(f"Pyserini impact indexing of {collection} failed:\n{tail}")
+
+
+def is_impact_index(folder: str | Path) -> bool:
+    """Whether ``folder`` is an impact index written by ``python -m ance_ir.encode``."""
+    meta = Path(folder) / META
+    if not meta.is_file():
+        return False
+    try:
+        return json.loads(meta.read_text(encoding="utf-8")).get("index") == "impact"
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def read_meta(folder: str | Path) -> dict[str, Any]:
+    """An impact index's ``meta.json``; :class:`InputError` for a folder that is not one."""
+    path = Path(folder) / META
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(path, f"not an impact index record ({e})") from None
+    if meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
+        raise InputError(folder, "not an impact index (meta.json index 'impact' and a lucene/ folder)")
+    return meta
+
+
+def folder_bytes(folder: Path) -> int:
+    """Total size of the files under ``folder``."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
