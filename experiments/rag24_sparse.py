@@ -85,8 +85,8 @@ def run_file(system: str, split: str) -> Path:
     return RUNS / f"{system}.{split}.trec.gz"
 
 
-def fused_file(system: str, split: str) -> Path:
-    return RUNS / f"{system}+minilm.{split}.trec.gz"
+def fused_file(system: str, split: str, method: str = "interpolation") -> Path:
+    return RUNS / f"{system}+minilm{'.rrf' if method == 'rrf' else ''}.{split}.trec.gz"
 
 
 def index_stats(index: Path) -> dict[str, float]:
@@ -135,12 +135,15 @@ def queries_per_second(system: System, index: Path, k1: float, b: float) -> floa
 
 
 def fuse(system: str) -> float:
-    """Interpolate the system's test run with MiniLM's, alpha chosen on the training topics; returns alpha."""
+    """Interpolate the system's test run with MiniLM's, alpha chosen on the training topics, and fuse them by RRF
+    (k = 60); returns alpha."""
     alpha = best_alpha(sweep_alpha(read_run(run_file(system, "train")), read_run(DENSE["train"]),
                                    resolve_qrels("rag24-mini-train")))
     sh(py("ance_ir.fusion", "--runs", str(run_file(system, "test")), str(DENSE["test"]), "--method", "interpolation",
           "--alpha", str(alpha), "--hits", str(HITS), "--run-tag", f"{system}+minilm",
           "--output", str(fused_file(system, "test"))))
+    sh(py("ance_ir.fusion", "--runs", str(run_file(system, "test")), str(DENSE["test"]), "--method", "rrf",
+          "--hits", str(HITS), "--run-tag", f"{system}+minilm.rrf", "--output", str(fused_file(system, "test", "rrf"))))
     return alpha
 
 
@@ -183,21 +186,23 @@ def report(output: str) -> None:
     qrels = resolve_qrels("rag24-mini-test")
     measures = ["ndcg@10", "r@100", "mrr@10"]
     keys = ["ndcg_cut_10", "recall_100", "recip_rank"]
-    header = ("| system | nDCG@10 | R@100 | MRR@10 | fused with MiniLM: nDCG@10 (alpha) | fused R@100 | index MB | "
-              "postings / passage | queries/s |")
+    header = ("| system | nDCG@10 | R@100 | MRR@10 | interpolated with MiniLM: nDCG@10 (alpha) | R@100 | "
+              "RRF with MiniLM: nDCG@10 | R@100 | index MB | postings / passage | queries/s |")
     lines = [header, "|" + " --- |" * (header.count("|") - 1)]
     dense = evaluate(qrels, read_run(DENSE["test"]), measures)
     lines.append(f"| zero-shot MiniLM (dense, for reference) | "
-                 f"{' | '.join(f'{dense[k]:.4f}' for k in keys)} | – | – | – | – | – |")
+                 f"{' | '.join(f'{dense[k]:.4f}' for k in keys)} | – | – | – | – | – | – | – |")
     for system in SYSTEMS:
         if not run_file(system.name, "test").is_file():
             continue
         entry = stats[system.name]
         alone = evaluate(qrels, read_run(run_file(system.name, "test")), measures)
         fused = evaluate(qrels, read_run(fused_file(system.name, "test")), measures)
+        rrf = evaluate(qrels, read_run(fused_file(system.name, "test", "rrf")), measures)
         label = system.label + (f" (k1 = {entry['k1']}, b = {entry['b']})" if system.tune else "")
         lines.append(f"| {label} | {' | '.join(f'{alone[k]:.4f}' for k in keys)} | "
                      f"{fused['ndcg_cut_10']:.4f} ({entry['alpha']}) | {fused['recall_100']:.4f} | "
+                     f"{rrf['ndcg_cut_10']:.4f} | {rrf['recall_100']:.4f} | "
                      f"{entry['index_bytes'] / 2**20:.1f} | {entry['postings_per_passage']:.1f} | "
                      f"{entry['queries_per_second']:.0f} |")
     body = ("\n".join(lines) + "\n\nnDCG@10, R@100 and MRR@10 on the 101 rag24-mini-test topics (UMBRELA qrels). "
