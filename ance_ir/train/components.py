@@ -52,6 +52,9 @@ def check_components(config: TrainConfig) -> None:
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError("imports", str(e)) from None
     task = TASKS.lookup(config.task.name, "task.name")
+    if config.task.grad_cache_chunk and not task.grad_cache:
+        raise ConfigError("task.grad_cache_chunk", f"task {task.name!r} has no gradient cache (the dual-encoder "
+                                                   "tasks have)")
     if config.model.kind is None and task.model_kind is not None:
         config.model.kind = task.model_kind
     try:
