@@ -136,3 +136,21 @@ def test_tas_b_refuses_what_it_cannot_train_with(toy, tmp_path, settings, messag
     write_scored_groups(groups)
     with pytest.raises(ValueError, match=message):
         toy_config(toy, tmp_path / "run", **{**tas_settings(groups), "loss": "nll", **settings})
+
+
+def test_the_tas_b_task_draws_each_batch_from_one_of_its_clusters(toy, tmp_path):
+    from test_cross_encoder import task_context
+
+    from ance_ir.modeling import DenseEncoder
+    from ance_ir.train.tas import TASBTask
+
+    groups = tmp_path / "groups.jsonl"
+    write_scored_groups(groups)
+    config = toy_config(toy, tmp_path / "run", **{**tas_settings(groups), "batch_size": 4})
+    task = TASBTask(task_context(config, tmp_path / "run"), DenseEncoder.from_pretrained(toy / "bert"))
+    batches = [task.next_batch().groups for _ in range(20)]
+    clusters = task.draws.clusters
+    assert len(clusters) == 2 and sorted(q for c in clusters for q in c) == ["q1", "q2", "q3"]
+    for batch in batches:
+        assert len(batch) == 4 and any({g.qid for g in batch} <= set(c) for c in clusters)
+        assert all(g.docids[0] in {"d1", "d3", "d5"} and len(g.negatives) == 1 for g in batch)
