@@ -55,6 +55,8 @@ ROWS = [
     # TAS-B's dual supervision: the teacher's margins on the own group plus NLL over the batch's passages (as DPR)
     Row("margin-mse-inbatch", "Margin-MSE + in-batch NLL", "margin-mse", ("task.in_batch=true", "loss.label_weight=1")),
     Row("kl-inbatch", "KL + in-batch NLL (7 BM25 negatives)", "kl", ("task.in_batch=true", "loss.label_weight=1")),
+    # the same loss on topic-aware (k-means, one topic a batch), margin-balanced (10 bins) batches
+    Row("tas-b", "TAS-B: Margin-MSE + in-batch NLL, topic and margin-balanced batches", "tas-b"),
 ]
 
 

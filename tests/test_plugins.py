@@ -55,7 +55,7 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
     run = RunDir(tmp_path / "run")
     saved = json.loads(run.config.read_text())
     assert saved["task"] == {"name": "test-symmetric", "batch_size": 2, "passage_buckets": 4, "n_negatives": 2,
-                             "in_batch": False, "reverse_weight": 0.25}
+                             "in_batch": False, "grad_cache_chunk": 0, "reverse_weight": 0.25}
     assert saved["loss"]["margin"] == 0.5 and saved["negatives"]["source"] == "test-overlap"
     losses = [r["loss"] for r in map(json.loads, run.log.read_text().splitlines()) if "loss" in r]
     assert len(losses) == 4 and all(np.isfinite(losses))

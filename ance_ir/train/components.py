@@ -41,6 +41,7 @@ def check_components(config: TrainConfig) -> None:
     import ance_ir.train.mebert  # noqa: F401
     import ance_ir.train.poly_encoder  # noqa: F401
     import ance_ir.train.splade  # noqa: F401
+    import ance_ir.train.tas  # noqa: F401
     from ance_ir.modeling.kinds import kind_class
     from ance_ir.train.dataset import DATA_SOURCES
     from ance_ir.train.loss import LOSSES
@@ -52,6 +53,9 @@ def check_components(config: TrainConfig) -> None:
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError("imports", str(e)) from None
     task = TASKS.lookup(config.task.name, "task.name")
+    if config.task.grad_cache_chunk and not task.grad_cache:
+        raise ConfigError("task.grad_cache_chunk", f"task {task.name!r} has no gradient cache (the dual-encoder "
+                                                   "tasks have)")
     if config.model.kind is None and task.model_kind is not None:
         config.model.kind = task.model_kind
     try:

@@ -22,6 +22,7 @@ import torch
 
 from ance_ir.train.collator import Batch, Collator, Group, in_batch_mask
 from ance_ir.train.dataset import PairStream, TrainData
+from ance_ir.train.grad_cache import grad_cache_loss
 from ance_ir.train.hooks import TrainingHook
 from ance_ir.train.loss import LOSSES, dense_group_scores
 from ance_ir.train.modeling import DualEncoderModule
@@ -134,6 +135,7 @@ class ContrastiveTask(GroupTask):
     """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product."""
 
     name = "contrastive"
+    grad_cache = True
     #: ``(queries, passages, group_size, in_batch, mask, teacher) -> GroupScores`` (dot products; a task scoring
     #: another kind's representations replaces it)
     score_groups = staticmethod(dense_group_scores)
@@ -143,6 +145,10 @@ class ContrastiveTask(GroupTask):
         self.collator = Collator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self._module = DualEncoderModule(model)
         self.refresher = Refresher(ctx, self.sampler)
+        self.chunk = ctx.config.task.grad_cache_chunk
+        if self.chunk and ctx.dist.enabled:
+            raise ValueError("task.grad_cache_chunk: the gradient cache runs in one process (under torchrun each "
+                             "chunk's forward would need its own DDP synchronisation)")
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -170,18 +176,30 @@ class ContrastiveTask(GroupTask):
     def hooks(self) -> list[TrainingHook]:
         return [self.refresher]
 
-    def collate(self, groups: list[Group]) -> Batch:
+    def collate(self, groups: list[Group]) -> Batch | list[Batch]:
+        """The groups as one batch, or in chunks of ``task.grad_cache_chunk`` groups under the gradient cache."""
+        if self.chunk:
+            return [self.collator(groups[i:i + self.chunk]) for i in range(0, len(groups), self.chunk)]
         return self.collator(groups)
 
     def loss(self, module: torch.nn.Module, batch: GroupBatch,
              autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:
+        if self.chunk:
+            return grad_cache_loss(lambda inputs: self.encode_inputs(module, inputs, autocast), batch.inputs,
+                                   lambda queries, passages: self.group_loss(queries, passages, batch),
+                                   self.ctx.device)
         queries, passages = self.encode(module, batch, autocast)
         return self.group_loss(queries, passages, batch)
 
     def encode(self, module: torch.nn.Module, batch: GroupBatch,
                autocast: Callable[[], contextlib.AbstractContextManager]) -> tuple[torch.Tensor, torch.Tensor]:
         """Query vectors ``[B, D]`` and passage vectors ``[B*G, D]`` (float32) of this process's slice."""
-        inputs = batch.inputs
+        return self.encode_inputs(module, batch.inputs, autocast)
+
+    @staticmethod
+    def encode_inputs(module: torch.nn.Module, inputs: Batch,
+                      autocast: Callable[[], contextlib.AbstractContextManager]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query and passage vectors (float32) of one collated batch."""
         with autocast():
             queries, passages = module(dict(inputs.queries), [dict(p) for p in inputs.passages], inputs.restore)
         return queries.float(), passages.float()
@@ -189,7 +207,7 @@ class ContrastiveTask(GroupTask):
     def group_loss(self, queries: torch.Tensor, passages: torch.Tensor, batch: GroupBatch) -> StepLoss:
         """The configured loss of the groups' scores (over the global batch with in-batch + DDP)."""
         dist, device, exclude = self.ctx.dist, self.ctx.device, self.ctx.data.exclude
-        group_size = batch.inputs.group_size
+        group_size = len(batch.mine[0].docids)
         if self.ctx.config.task.in_batch and dist.enabled:
             mask = in_batch_mask(batch.groups, exclude).to(device)
             scores = self.score_groups(dist.gather_with_grad(queries), dist.gather_with_grad(passages),

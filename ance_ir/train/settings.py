@@ -128,11 +128,14 @@ class TaskSection(Section):
                             "n_negatives")
     in_batch: bool = _opt(False, "also score each query against the other queries' passages in the batch",
                           "in_batch")
+    grad_cache_chunk: int = _opt(0, "gradient cache (dual-encoder tasks): encode a batch in chunks of this many "
+                                    "queries and their passages, the big batch's gradients with one chunk's "
+                                    "activations (0: off)", "grad_cache_chunk")
     options: dict[str, Any] = _opt({}, "further settings the task declares")
 
     def check(self) -> None:
         self._at_least(1, "batch_size", "passage_buckets")
-        self._at_least(0, "n_negatives")
+        self._at_least(0, "n_negatives", "grad_cache_chunk")
 
 
 @dataclass

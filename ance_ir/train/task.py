@@ -63,6 +63,8 @@ class TrainingTask(ABC):
     #: the model kind this task trains (the default of ``model.kind``; a kind of another class is refused);
     #: None: any kind
     model_kind: ClassVar[str | None] = None
+    #: whether the task honours ``task.grad_cache_chunk`` (:mod:`ance_ir.train.grad_cache`)
+    grad_cache: ClassVar[bool] = False
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         self.ctx, self.model = ctx, model
