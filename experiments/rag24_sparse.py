@@ -67,7 +67,8 @@ def splade_finetuned() -> str:
     """SPLADE-tiny fine-tuned on the training topics (``configs/rag24-mini/splade.yaml``), trained once."""
     model = WORK / "splade-ft"
     if not (model / "final").is_dir():
-        sh(py("ance_ir.train", "--config", "configs/rag24-mini/splade.yaml", "--output", str(model), "--no-progress"))
+        sh(py("ance_ir.train", "--config", "configs/rag24-mini/splade.yaml", "--output", str(model), "--no-progress",
+              "--save-every", "100"))
     return str(model / "final")
 
 
