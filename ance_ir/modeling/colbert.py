@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrain
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import _quiet
 from ance_ir.modeling.encoder import _load_backbone
-from ance_ir.modeling.inference import running
+from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -194,7 +193,7 @@ class ColBERT(torch.nn.Module):
                        show_progress: bool = False) -> np.ndarray:
         """Query token vectors as float32 ``[N, query_max_length, dim]``, in input order."""
         out = np.empty((len(texts), self.query_max_length, self.dim), dtype=np.float32)
-        with self._inference(precision) as model:
+        with evaluating(self, precision) as model:
             for start in tqdm(range(0, len(texts), batch_size), desc="encode queries", unit="batch",
                               disable=not show_progress):
                 batch = model.tokenize_queries(texts[start:start + batch_size])
@@ -209,7 +208,7 @@ class ColBERT(torch.nn.Module):
                                                       max_length=self.passage_max_length)["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         out: list[np.ndarray] = [np.empty((0, self.dim), np.float32)] * len(texts)
-        with self._inference(precision) as model:
+        with evaluating(self, precision) as model:
             for start in tqdm(range(0, len(order), batch_size), desc="encode passages", unit="batch",
                               disable=not show_progress):
                 rows = order[start:start + batch_size]
@@ -218,17 +217,6 @@ class ColBERT(torch.nn.Module):
                 for row, v, m in zip(rows, vectors, mask, strict=True):
                     out[row] = v[m]
         return out
-
-    @contextmanager
-    def _inference(self, precision: str | None) -> Iterator[ColBERT]:
-        """Eval mode, no autograd, the model (or its int8 copy) at ``precision``; the mode is restored after."""
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode(), running(self, precision or self.inference_precision) as model:
-                yield model
-        finally:
-            self.train(was_training)
 
     def score_pairs(self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 32,
                     precision: str | None = None, show_progress: bool = False) -> np.ndarray:

@@ -91,3 +91,16 @@ def running(encoder: DenseEncoder, precision: str) -> Iterator[DenseEncoder]:
             yield encoder
     else:
         yield encoder
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module, precision: str | None) -> Iterator[torch.nn.Module]:
+    """Eval mode, no autograd, the model (or its int8 copy) at ``precision`` (default: its
+    ``inference_precision``); the training mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), running(model, precision or model.inference_precision) as running_model:
+            yield running_model
+    finally:
+        model.train(was_training)

@@ -10,8 +10,7 @@ Weights go to a Lucene impact index (``index = "impact"``, :mod:`ance_ir.index.i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import _quiet
-from ance_ir.modeling.inference import running
+from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -149,7 +148,7 @@ class Splade(torch.nn.Module):
                    ["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         out: list[dict[str, float]] = [{} for _ in texts]
-        with self._inference(precision) as model:
+        with evaluating(self, precision) as model:
             for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch",
                               disable=not show_progress):
                 rows = order[start:start + batch_size]
@@ -166,13 +165,3 @@ class Splade(torch.nn.Module):
     def encode_passages(self, texts: Sequence[str], batch_size: int = 32, precision: str | None = None,
                         show_progress: bool = False) -> list[dict[str, float]]:
         return self.encode(texts, self.passage_max_length, batch_size, precision, show_progress)
-
-    @contextmanager
-    def _inference(self, precision: str | None) -> Iterator[Splade]:
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode(), running(self, precision or self.inference_precision) as model:
-                yield model
-        finally:
-            self.train(was_training)

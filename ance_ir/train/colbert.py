@@ -21,9 +21,8 @@ import torch
 from transformers import BatchEncoding
 
 from ance_ir.modeling.colbert import ColBERT, maxsim
-from ance_ir.train.collator import Group, in_batch_mask
+from ance_ir.train.collator import Group
 from ance_ir.train.contrastive import GroupBatch, GroupTask
-from ance_ir.train.loss import GroupScores
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, register_task
 
@@ -127,17 +126,4 @@ class ColBERTTask(GroupTask):
         inputs: TokenBatch = batch.inputs
         with autocast():
             scores = module(dict(inputs.queries), [dict(p) for p in inputs.passages], inputs.restore)
-        return StepLoss(self.loss_fn(self.group_scores(scores.float(), batch)))
-
-    def group_scores(self, scores: torch.Tensor, batch: GroupBatch) -> GroupScores:
-        """The ``[B, B*G]`` MaxSim scores as the loss takes them: every passage of the batch (``task.in_batch``,
-        judged-relevant ones of other queries masked), else each query's own group ``[B, G]``."""
-        size, device = batch.inputs.group_size, scores.device
-        b = scores.shape[0]
-        teacher = self._teacher(batch.mine)
-        if self.ctx.config.task.in_batch:
-            mask = in_batch_mask(batch.mine, self.ctx.data.exclude).to(device)
-            return GroupScores(scores.masked_fill(mask, float("-inf")), torch.arange(b, device=device) * size, size,
-                               True, teacher)
-        own = scores.view(b, b, size)[torch.arange(b, device=device), torch.arange(b, device=device)]
-        return GroupScores(own, torch.zeros(b, dtype=torch.long, device=device), size, False, teacher)
+        return StepLoss(self.loss_fn(self.scores_against_batch(scores.float(), batch)))

@@ -24,7 +24,7 @@ from ance_ir.train.collator import Batch, Collator, Group, in_batch_mask
 from ance_ir.train.dataset import PairStream, TrainData
 from ance_ir.train.grad_cache import grad_cache_loss
 from ance_ir.train.hooks import TrainingHook
-from ance_ir.train.loss import LOSSES, dense_group_scores
+from ance_ir.train.loss import LOSSES, GroupScores, dense_group_scores
 from ance_ir.train.modeling import DualEncoderModule
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES, NegativeSampler, build_sampler
 from ance_ir.train.refresher import Refresher
@@ -122,6 +122,20 @@ class GroupTask(TrainingTask):
             return None
         rows = [[known.get(g.qid, {}).get(d, math.nan) for d in g.docids] for g in groups]
         return torch.tensor(rows, dtype=torch.float32, device=self.ctx.device)
+
+    def scores_against_batch(self, scores: torch.Tensor, batch: GroupBatch) -> GroupScores:
+        """A model's ``[B, B*G]`` scores of every query against every passage of this process's batch, as the loss
+        takes them: all of them (``task.in_batch``, judged-relevant passages of other queries masked), else each
+        query's own group ``[B, G]``; with the groups' teacher scores."""
+        size, device = batch.inputs.group_size, scores.device
+        b = scores.shape[0]
+        teacher = self._teacher(batch.mine)
+        if self.ctx.config.task.in_batch:
+            mask = in_batch_mask(batch.mine, self.ctx.data.exclude).to(device)
+            return GroupScores(scores.masked_fill(mask, float("-inf")), torch.arange(b, device=device) * size, size,
+                               True, teacher)
+        own = scores.view(b, b, size)[torch.arange(b, device=device), torch.arange(b, device=device)]
+        return GroupScores(own, torch.zeros(b, dtype=torch.long, device=device), size, False, teacher)
 
     def state_dict(self) -> dict[str, Any]:
         return self.draws.state_dict()

@@ -20,9 +20,8 @@ from typing import Any
 import torch
 
 from ance_ir.modeling.splade import Splade, flops
-from ance_ir.train.collator import Group, in_batch_mask
+from ance_ir.train.collator import Group
 from ance_ir.train.contrastive import GroupBatch, GroupTask
-from ance_ir.train.loss import GroupScores
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, register_task
 
@@ -112,19 +111,6 @@ class SpladeTask(GroupTask):
         with autocast():
             queries, passages = module(dict(inputs.queries), dict(inputs.passages))
         queries, passages = queries.float(), passages.float()
-        ranking = self.loss_fn(self.group_scores(queries @ passages.T, batch))
+        ranking = self.loss_fn(self.scores_against_batch(queries @ passages.T, batch))
         lambda_q, lambda_d = self.lambdas()
         return StepLoss(ranking + lambda_q * flops(queries) + lambda_d * flops(passages))
-
-    def group_scores(self, scores: torch.Tensor, batch: GroupBatch) -> GroupScores:
-        """The ``[B, B*G]`` scores as the loss takes them: every passage of the batch (``task.in_batch``,
-        judged-relevant ones of other queries masked), else each query's own group ``[B, G]``."""
-        size, device = batch.inputs.group_size, scores.device
-        b = scores.shape[0]
-        teacher = self._teacher(batch.mine)
-        if self.ctx.config.task.in_batch:
-            mask = in_batch_mask(batch.mine, self.ctx.data.exclude).to(device)
-            return GroupScores(scores.masked_fill(mask, float("-inf")), torch.arange(b, device=device) * size, size,
-                               True, teacher)
-        own = scores.view(b, b, size)[torch.arange(b, device=device), torch.arange(b, device=device)]
-        return GroupScores(own, torch.zeros(b, dtype=torch.long, device=device), size, False, teacher)
