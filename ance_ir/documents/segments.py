@@ -23,7 +23,8 @@ def document_id(segment_id: str, delimiter: str = DEFAULT_DELIMITER) -> str:
     return segment_id.split(delimiter, 1)[0]
 
 
-def _segment_number(segment_id: str, delimiter: str) -> int | None:
+def segment_number(segment_id: str, delimiter: str = DEFAULT_DELIMITER) -> int | None:
+    """The number a segment id gives its segment (`DOC#3_...` -> 3), None when it gives none."""
     _, _, rest = segment_id.partition(delimiter)
     match = _NUMBER.match(rest)
     return int(match.group()) if match else None
@@ -36,7 +37,7 @@ def documents_from_segments(segments: Iterable[Passage], delimiter: str = DEFAUL
     """
     grouped: dict[str, list[tuple[int, int, Passage]]] = {}
     for position, segment in enumerate(segments):
-        number = _segment_number(segment.docid, delimiter)
+        number = segment_number(segment.docid, delimiter)
         grouped.setdefault(document_id(segment.docid, delimiter), []).append(
             (position if number is None else number, position, segment))
     documents = []

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ance_ir.data import load_corpus
+from ance_ir.data.corpus import Passage
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
 from ance_ir.train.loss import LOSSES
 from ance_ir.train.registry import Registry
@@ -62,6 +63,8 @@ class DataSource(ABC):
     options: ClassVar[dict[str, Any]] = {}
     #: whether the source can bring teacher scores (``TrainData.scores``), which distillation losses need
     teacher_scores: ClassVar[bool] = False
+    #: whether the source can bring negatives (``TrainData.negatives``), which the ``groups`` sampler draws from
+    brings_negatives: ClassVar[bool] = False
 
     def __init__(self, config: TrainConfig):
         self.config = config
@@ -127,13 +130,16 @@ class QrelsSource(DataSource):
 @register_data_source
 class GroupsSource(DataSource):
     """Tevatron-style JSONL groups (``python -m ance_ir.negatives`` writes them): each group's positives are
-    training pairs, its negatives the candidates of the ``groups`` sampler, its scores the teacher's.
+    training pairs, its negatives the candidates of the ``groups`` sampler, its scores the teacher's. A positive
+    not in the corpus is trained on with the text the group gives it (``python -m ance_ir.pretrain_data`` writes
+    such made-up passages), else skipped.
 
     With ``qrels`` set too, every passage judged >= ``negative_exclude_grade`` is kept out of the negatives.
     """
 
     name = "groups"
     teacher_scores = True
+    brings_negatives = True
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -151,6 +157,9 @@ class GroupsSource(DataSource):
         missing = 0
         for group in read_groups(d.groups):
             qid = group.query_id
+            for p in group.positives:  # a new text (pretraining pairs: ICT's passage without its sentence)
+                if p.docid not in texts and p.text is not None:
+                    texts[p.docid] = Passage(p.docid, p.text, p.title or "").text
             good = [p.docid for p in group.positives if p.docid in texts]
             missing += len(group.positives) - len(good)
             if not good:

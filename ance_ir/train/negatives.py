@@ -238,15 +238,19 @@ def _parse_jsonl_negatives(path: str | Path, lineno: int, line: str) -> tuple[st
 
 @register_negatives
 class GroupNegatives(CandidateNegatives):
-    """The negatives that came with the training groups (``data.source: groups``), best first."""
+    """The negatives that came with the training data (``data.source: groups``, ``spider``), best first."""
 
     name = "groups"
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
         super().check_config(config)
-        if config.data.source != "groups":
-            raise ConfigError("negatives.name", "groups needs data.source: groups")
+        from ance_ir.train.dataset import DATA_SOURCES
+
+        if not DATA_SOURCES[config.data.source].brings_negatives:
+            sources = [name for name, source in DATA_SOURCES.items() if source.brings_negatives]
+            raise ConfigError("negatives.name", f"groups needs a data source that brings negatives "
+                                                f"({', '.join(sources)}), got data.source: {config.data.source}")
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:

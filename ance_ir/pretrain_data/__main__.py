@@ -1,0 +1,72 @@
+"""``python -m ance_ir.pretrain_data SOURCE``: write a pretraining source's pairs as training groups (JSONL).
+
+    python -m ance_ir.pretrain_data ict --corpus rag24-mini --output pretrain/ict.jsonl --show 10
+    python -m ance_ir.pretrain_data wlp --corpus rag24-mini --option titles=first-line --output pretrain/wlp.jsonl
+
+The pairs are the ones ``data.source: SOURCE`` trains on with the same ``--seed`` and options, one group a pair:
+new texts (ICT's passage without its sentence, crops) inline, corpus passages by id (``--with-text``: with their
+text too), Spider's negative as the group's negative. ``data.source: groups`` with ``negatives: groups`` trains on
+the file; pairs of one passage or document then may meet as in-batch negatives, which the source itself masks.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import replace
+
+import yaml
+
+from ance_ir.cli import ArgumentParser, check_output, non_negative_int, positive_int, run_cli
+from ance_ir.pretrain_data import SOURCES
+
+
+def _option(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--option: expected KEY=VALUE, got {text!r}")
+    return key, yaml.safe_load(value) if value else ""
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m ance_ir.pretrain_data", description=__doc__)
+    parser.add_argument("source", choices=SOURCES, help="the pretraining data source")
+    parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or name (e.g. rag24-mini)")
+    parser.add_argument("--output", required=True, help="groups JSONL to write (.gz: gzip)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of the source, as data.KEY in a training config (repeatable)")
+    parser.add_argument("--seed", type=int, default=42, help="the training run's seed draws the same pairs")
+    parser.add_argument("--sample", type=positive_int, help="write this many pairs drawn at random (default: all)")
+    parser.add_argument("--show", type=non_negative_int, default=0, help="print this many of the written pairs")
+    parser.add_argument("--with-text", action="store_true", help="write corpus passages' texts too")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_output(args.output)
+    options = dict(_option(text) for text in args.option)
+
+    from ance_ir.data import GroupPassage, write_groups
+    from ance_ir.train.dataset import DATA_SOURCES
+
+    source = DATA_SOURCES[args.source].from_settings(args.corpus, options, args.seed)
+    data = source.load()
+    groups = source.groups(data)
+    if args.sample and args.sample < len(groups):
+        chosen = set(random.Random(args.seed).sample(range(len(groups)), args.sample))
+        groups = [g for i, g in enumerate(groups) if i in chosen]
+    if args.with_text:
+        groups = [replace(g, positives=tuple(GroupPassage(p.docid, data.texts[p.docid]) for p in g.positives))
+                  for g in groups]
+    written = write_groups(args.output, groups)
+    print(f"{args.source}: {len(data.pairs)} pairs from {data.corpus_path}; wrote {written} to {args.output}",
+          file=sys.stderr)
+    for group in groups[:args.show]:
+        positive = group.positives[0]
+        print(f"{group.query_id}\tQ: {group.query}\n\tP: {positive.docid}: {data.texts[positive.docid]}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
