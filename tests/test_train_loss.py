@@ -168,3 +168,11 @@ def test_label_weight_adds_the_nll_of_the_positive_over_the_batch():
         plain = build_loss(name)(scores)
         both = build_loss(name, label_weight=0.5)(scores)
         assert both.item() == pytest.approx(plain.item() + 0.5 * NLL(queries, passages, 2, in_batch=True).item())
+
+
+@pytest.mark.parametrize("name", ["mse", "margin-mse", "kl"])
+def test_unscored_passages_get_no_gradient_and_no_nan(name):
+    student = torch.tensor([[3.0, 1.0, 0.0], [2.0, 2.0, 1.0]], requires_grad=True)
+    teacher = torch.tensor([[4.0, 1.0, 2.0], [0.0, math.nan, 1.0]])
+    build_loss(name)(GroupScores(student, torch.zeros(2, dtype=torch.long), 3, False, teacher)).backward()
+    assert torch.isfinite(student.grad).all() and student.grad[1, 1] == 0

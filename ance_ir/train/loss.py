@@ -134,7 +134,8 @@ class BCELoss(ContrastiveLoss):
 
 class DistillationLoss(ContrastiveLoss):
     """A loss matching the teacher's scores of each query's own group (``[B, G]``, positive first); entries the
-    teacher did not score (NaN) are left out, and a query with fewer than two scored passages counts for nothing.
+    teacher did not score (NaN) are left out (a margin needs its positive and negative scored, a distribution two
+    passages).
 
     ``label_weight`` > 0 adds that times ``nll`` on the labels (the positive against every scored passage, the
     batch's other passages too when the task scores them): TAS-B's dual supervision, teacher margins and in-batch
