@@ -84,7 +84,7 @@ def test_small_chunks_with_dropout_equal_the_batch_encoded_chunk_after_chunk(toy
     encoded = [plain.encode_inputs(plain.module, c, contextlib.nullcontext) for c in chunks]
     out = plain.group_loss(torch.cat([q for q, _ in encoded]), torch.cat([p for _, p in encoded]), batch)
     (out.loss * 2.5).backward()
-    assert_same(mine, (float(out.loss), {n: p.grad.clone() for n, p in plain.model.named_parameters()
+    assert_same(mine, (out.loss.item(), {n: p.grad.clone() for n, p in plain.model.named_parameters()
                                          if p.grad is not None}))
     other = step(cached, GroupBatch(batch.groups, batch.mine, chunks), seed=8)  # other masks, other gradients
     assert any(not torch.equal(other[1][name], grad) for name, grad in mine[1].items())
