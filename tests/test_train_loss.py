@@ -176,3 +176,25 @@ def test_unscored_passages_get_no_gradient_and_no_nan(name):
     teacher = torch.tensor([[4.0, 1.0, 2.0], [0.0, math.nan, 1.0]])
     build_loss(name)(GroupScores(student, torch.zeros(2, dtype=torch.long), 3, False, teacher)).backward()
     assert torch.isfinite(student.grad).all() and student.grad[1, 1] == 0
+
+
+def test_ranknet_weights_hard_pairs_one_and_in_batch_pairs_alpha():
+    # two queries, groups of 2 (positive, hard negative); query 0's column 3 is masked (a judged passage)
+    scores = torch.tensor([[3.0, 1.0, 2.0, float("-inf")],
+                           [0.5, 0.0, 1.0, 2.5]])
+    batch = GroupScores(scores, torch.tensor([0, 2]), 2, True)
+    pair = lambda pos, neg: math.log1p(math.exp(neg - pos))  # noqa: E731
+    hard = (pair(3.0, 1.0) + pair(1.0, 2.5)) / 2
+    random = (pair(3.0, 2.0) + pair(1.0, 0.5) + pair(1.0, 0.0)) / 3
+    assert build_loss("ranknet", random_weight=0.25)(batch).item() == pytest.approx(hard + 0.25 * random)
+    assert build_loss("ranknet", random_weight=0.0)(batch).item() == pytest.approx(hard)
+    own = GroupScores(torch.tensor([[3.0, 1.0], [1.0, 2.5]]), torch.tensor([0, 0]), 2, False)
+    assert build_loss("ranknet")(own).item() == pytest.approx(hard)
+
+
+def test_ranknet_gives_masked_passages_no_gradient():
+    scores = torch.tensor([[3.0, 1.0, 2.0, 0.0], [0.5, 0.0, 1.0, 2.5]], requires_grad=True)
+    mask = torch.tensor([[False, False, False, True], [False, False, False, False]])
+    build_loss("ranknet")(GroupScores(scores.masked_fill(mask, float("-inf")), torch.tensor([0, 2]), 2,
+                                      True)).backward()
+    assert scores.grad[0, 3] == 0 and torch.isfinite(scores.grad).all() and scores.grad[0, 2] != 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,12 @@ class DenseEncoder(torch.nn.Module):
                 self.towers[side].save(directory / side)
         if self.sentence_transformers:
             write_sentence_transformers_files(directory, self.config, self.towers, self.tokenizer)
+
+    def untie(self) -> None:
+        """Give the passage side its own copy of a shared tower (nothing to do when the towers are separate)."""
+        if self.config.shared:
+            self.towers["passage"] = copy.deepcopy(self.towers["query"])
+            self.config = self.config.replace(shared=False)
 
     @property
     def query_tower(self) -> Tower:

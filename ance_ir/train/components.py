@@ -36,7 +36,8 @@ def _check(section: Any, declared: dict[str, Any]) -> None:
 def check_components(config: TrainConfig) -> None:
     """Import the config's plugins, then check every component it names; ConfigError on the first problem."""
     import ance_ir.pretrain_data  # noqa: F401 - registers the pretraining data sources
-    import ance_ir.train.colbert  # noqa: F401 - registers the built-in tasks
+    import ance_ir.train.adore  # noqa: F401 - registers the built-in tasks
+    import ance_ir.train.colbert  # noqa: F401
     import ance_ir.train.contrastive  # noqa: F401
     import ance_ir.train.cross_encoder  # noqa: F401
     import ance_ir.train.mebert  # noqa: F401

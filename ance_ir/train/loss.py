@@ -132,6 +132,36 @@ class BCELoss(ContrastiveLoss):
         return F.binary_cross_entropy_with_logits(logits, labels)
 
 
+@register_loss
+class RankNetLoss(ContrastiveLoss):
+    """RankNet's pairwise loss ``log(1 + exp(s- - s+))`` (on ``score / temperature``), as STAR (Zhan et al., 2021)
+    trains: the mean over each query's (positive, own sampled negative) pairs, the static hard negatives, plus
+    ``random_weight`` times the mean over its (positive, other queries' passage) pairs, the in-batch random negatives
+    (the survey's ``alpha * L_random + L_static``, ``0 < alpha << 1``)."""
+
+    name = "ranknet"
+    options = {"random_weight": 0.1}
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        scores = batch.scores / self.temperature
+        b, g = scores.shape[0], batch.group_size
+        valid = torch.isfinite(scores)
+        pairs = F.softplus((scores - scores.gather(1, batch.targets[:, None])).masked_fill(~valid, 0.0))
+        own = torch.zeros_like(valid)
+        own.scatter_(1, batch.targets[:, None] + torch.arange(g, device=scores.device).expand(b, g), True)
+        hard = own & valid
+        hard.scatter_(1, batch.targets[:, None], False)
+        loss = _masked_mean(pairs, hard)
+        if batch.in_batch and self.settings["random_weight"]:
+            loss = loss + self.settings["random_weight"] * _masked_mean(pairs, ~own & valid)
+        return loss
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean of ``values`` where ``mask`` holds (0, with a graph, where it holds nowhere)."""
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
 class DistillationLoss(ContrastiveLoss):
     """A loss matching the teacher's scores of each query's own group (``[B, G]``, positive first); entries the
     teacher did not score (NaN) are left out (a margin needs its positive and negative scored, a distribution two
