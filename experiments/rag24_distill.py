@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ance_ir.eval.significance import paired_t_test
 from bench.common import write_section
-from experiments.rag24_interaction_report import MEASURES, cell, per_query_of
+from experiments.comparison import comparison_table
 from experiments.rag24_table1 import BM25_RUNS, ROOT, py, sh
 
 WORK = ROOT / "train-runs" / "distill"
@@ -111,24 +109,9 @@ def run(seeds: list[int], only: list[str] | None) -> None:
 
 
 def report(seeds: list[int], output: str) -> None:
-    dpr = per_query_of([run_file("dpr", s) for s in seeds])
-    header = "| row | nDCG@10 | R@100 | MRR@10 | nDCG@10 vs DPR | queries better / worse | paired t-test p |"
-    lines = [header, "|" + " --- |" * (header.count("|") - 1)]
-    for name, label in [("dpr", "DPR (BM25 + in-batch, Table 1)"), *[(r.name, r.label) for r in ROWS]]:
-        values = per_query_of([run_file(name, s) for s in seeds])
-        if values is None:
-            continue
-        cells = [cell([statistics.fmean(v[i] for v in values[m].values()) for i in range(len(seeds))])
-                 for m in MEASURES]
-        versus = ["", "", ""]
-        if name != "dpr":
-            a = [statistics.fmean(v) for v in values["ndcg_cut_10"].values()]
-            b = [statistics.fmean(v) for v in dpr["ndcg_cut_10"].values()]
-            better = sum(x > y for x, y in zip(a, b, strict=True))
-            worse = sum(x < y for x, y in zip(a, b, strict=True))
-            versus = [f"{statistics.fmean(a) - statistics.fmean(b):+.4f}", f"{better} / {worse}",
-                      f"{paired_t_test(a, b):.2g}"]
-        lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(versus)} |")
+    rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s) for s in seeds]),
+            *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS]]
+    lines = comparison_table(rows, "DPR", rows[0][1])
     seeds_text = " ".join(map(str, seeds))
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
     body = (f"### bert-tiny, {which}\n\n" + "\n".join(lines)

@@ -175,3 +175,9 @@ def test_output_that_is_a_file_is_one_line(tmp_path, capsys):
     assert done.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {output}: the output exists and is not a folder"
     assert output.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "rag24-mini").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_rag24_config_is_a_valid_config(path):
+    config = build_config(path, {})
+    assert config.data.corpus == "rag24-mini"

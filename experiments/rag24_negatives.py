@@ -1,0 +1,152 @@
+"""Where negatives come from, beyond ANCE (issue 14): STAR and ADORE for bert-tiny on rag24-mini.
+
+    python -m experiments.rag24_negatives run --seeds 1 2 3 [--only star adore]
+    python -m experiments.rag24_negatives report --seeds 1 2 3 --output docs/negatives-rag24.md
+
+Every row starts where Table 1's continuation rows (BM25 → Rand, ANCE) start, the step-300 checkpoint of the
+bert-tiny family's BM25 Neg row of the same seed (trained here with Table 1's exact command and ``--stop-at 300``
+when missing), and trains with the same schedule for C = 300 steps of 16 queries:
+
+* STAR: static hard negatives, the warm model's top 200 (its index, judged passages removed), one per query and
+  step, plus the batch's other passages as random negatives; RankNet, ``L_static + 0.1 L_random``
+  (``configs/rag24-mini/star.yaml``).
+* ADORE: the warm model's index fixed, only the query tower trains on the passages it retrieves at each step
+  (``configs/rag24-mini/adore.yaml``).
+* STAR → ADORE: ADORE on STAR's index for another 300 steps (600 continuation steps, twice the others' budget).
+
+Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
+against), committed under ``runs/rag24/negatives/bert-tiny/`` with its training log. Every step is a package CLI,
+printed as it runs; finished steps are skipped. ``report`` compares them with Table 1's committed ANCE and DPR runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import write_section
+from experiments.comparison import comparison_table
+from experiments.rag24_table1 import COMMON, FAMILIES, ROOT, py, sh
+from experiments.rag24_table1 import work as table1_work
+
+WORK = ROOT / "train-runs" / "negatives"
+RUNS = ROOT / "runs" / "rag24" / "negatives" / "bert-tiny"
+TABLE1 = ROOT / "runs" / "rag24" / "table1" / "bert-tiny"
+FAMILY = FAMILIES["bert-tiny"]
+ENCODER_FLAGS = ("--pooling", "mean", "--no-normalize")
+
+
+@dataclass(frozen=True)
+class Row:
+    """``configs/rag24-mini/CONFIG.yaml`` from the model ``start`` (``warm`` or another row's name)."""
+
+    name: str
+    label: str
+    config: str
+    start: str = "warm"
+
+
+ROWS = [
+    Row("star", "STAR (static hard + in-batch random, RankNet)", "star"),
+    Row("adore", "ADORE (query tower on the warm model's index)", "adore"),
+    Row("star-adore", "STAR → ADORE (+300 query-tower steps)", "adore", start="star"),
+]
+
+
+def run_file(row: str, seed: int) -> Path:
+    if row in ("ance", "dpr"):
+        return TABLE1 / f"{row}.seed{seed}.test.trec.gz"
+    return RUNS / f"{row}.seed{seed}.test.trec.gz"
+
+
+def warm_model(seed: int) -> Path:
+    """Table 1's BM25 Neg warm-up of ``seed`` (its step-W checkpoint), trained first when missing."""
+    run = table1_work("bert-tiny", f"bm25.seed{seed}")
+    checkpoint = run / "checkpoints" / f"step-{FAMILY.warmup:08d}"
+    if not checkpoint.is_dir():
+        bm25_index = table1_work("bert-tiny", "bm25-index")
+        if not bm25_index.is_dir():
+            sh(py("ance_ir.bm25", "index", "--corpus", "rag24-mini", "--output", str(bm25_index)))
+        sh(py("ance_ir.train", *COMMON, *FAMILY.flags, "--negatives", "bm25", "--output", str(run), "--seed",
+              str(seed), "--max-steps", str(FAMILY.warmup + FAMILY.cont), "--refresh-every", "0", "--model",
+              FAMILY.model, "--save-every", str(FAMILY.warmup), "--bm25-index", str(bm25_index),
+              "--stop-at", str(FAMILY.warmup)))
+    return checkpoint
+
+
+def index_of(model: Path, name: str) -> Path:
+    """The dense index of ``model`` (encoded when missing)."""
+    index = WORK / "indexes" / name
+    if not (index / "meta.json").is_file():
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model), "--output", str(index), "--quiet",
+              *ENCODER_FLAGS))
+    return index
+
+
+def train_row(row: Row, seed: int) -> None:
+    """Train one row for one seed, search the test topics, keep the run and the training log."""
+    out = run_file(row.name, seed)
+    if out.is_file():
+        return
+    if row.start == "warm":
+        start, start_index = warm_model(seed), index_of(warm_model(seed), f"warm.seed{seed}")
+    else:
+        train_row(next(r for r in ROWS if r.name == row.start), seed)
+        start = WORK / f"{row.start}.seed{seed}" / "final"
+        start_index = index_of(start, f"{row.start}.seed{seed}")
+    model = WORK / f"{row.name}.seed{seed}"
+    adore = row.config == "adore"
+    if not (model / "final").is_dir():
+        where = ["--set", f"task.index={start_index}", "--model", str(start)] if adore else [
+            "--set", f"negatives.index={start_index}", "--init-from", str(start)]
+        sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
+              "--output", str(model), "--no-progress", *where))
+    index = start_index if adore else index_of(model / "final", f"{row.name}.seed{seed}")
+    RUNS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model / "log.jsonl", RUNS / f"{row.name}.seed{seed}.log.jsonl")
+    sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--encoder", str(model / "final"),
+          "--hits", "100", "--output", str(out), "--run-tag", f"negatives-{row.name}"))
+
+
+def run(seeds: list[int], only: list[str] | None) -> None:
+    for seed in seeds:
+        for row in ROWS:
+            if only is None or row.name in only:
+                train_row(row, seed)
+
+
+def report(seeds: list[int], output: str) -> None:
+    ance = [run_file("ance", s) for s in seeds]
+    rows = [("ANCE (BM25 warm-up, Table 1)", ance), ("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s)
+                                                                                       for s in seeds]),
+            *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS]]
+    seeds_text = " ".join(map(str, seeds))
+    which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+    body = (f"### bert-tiny, {which}\n\n" + "\n".join(comparison_table(rows, "ANCE", ance))
+            + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
+              "against ANCE's.\n\n"
+              f"```bash\npython -m experiments.rag24_negatives run --seeds {seeds_text}\n"
+              f"python -m experiments.rag24_negatives report --seeds {seeds_text} --output {output}\n```")
+    write_section(output, "negatives-bert-tiny", body)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="train, encode and search the rows")
+    run_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    run_parser.add_argument("--only", nargs="+", choices=[r.name for r in ROWS])
+    report_parser = commands.add_parser("report", help="write the results table")
+    report_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    report_parser.add_argument("--output", default="docs/negatives-rag24.md")
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.seeds, args.only)
+    else:
+        report(args.seeds, args.output)
+
+
+if __name__ == "__main__":
+    main()
