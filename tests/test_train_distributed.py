@@ -52,3 +52,25 @@ def test_two_processes_match_one(toy, tmp_path, in_batch):  # noqa: F811 (toy: f
         torch.testing.assert_close(final_ddp[name], tensor, rtol=1e-4, atol=1e-5)
     state = torch.load(list_checkpoints(RunDir(tmp_path / "ddp"))[-1] / "trainer_state.pt", weights_only=True)
     assert state["world_size"] == 2 and len(state["rng"]) == 2  # every rank's RNG state is saved
+
+
+def test_without_cross_batch_each_process_scores_its_own_passages(toy, tmp_path):  # noqa: F811 (toy: fixture)
+    # lr ~ 0: the one-process run's two steps of 2 queries score what the two processes' halves of one step of 4 do
+    settings = toy_settings(toy, tmp_path / "ddp", model=str(toy / "bert-nodrop"), batch_size=4, max_steps=1,
+                            negatives="random", refresh_every=0, eval_topics=None, eval_qrels=None, in_batch=True,
+                            cross_batch=False, lr=1e-12)
+    config_file = tmp_path / "ddp.yaml"
+    config_file.write_text(yaml.safe_dump(settings))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "-m", "ance_ir.train",
+                           "--config", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    halves = tmp_path / "halves"
+    train(build_config(None, {**settings, "output": str(halves), "batch_size": 2, "max_steps": 2}))
+    gathered = tmp_path / "gathered"
+    train(build_config(None, {**settings, "output": str(gathered), "cross_batch": True}))
+    local = training_records(tmp_path / "ddp")[0]["loss"]
+    assert local == pytest.approx(sum(r["loss"] for r in training_records(halves)) / 2, rel=1e-5)
+    assert local != pytest.approx(training_records(gathered)[0]["loss"], rel=1e-3)

@@ -176,3 +176,24 @@ def test_static_requires_a_file(toy_collection, tmp_path):
     missing = _config(toy_collection, tmp_path, negatives="static", negatives_file=str(tmp_path / "no.jsonl"))
     with pytest.raises(InputError, match="no such file"):
         build_sampler(missing, TrainData.load(missing), RunDir(tmp_path), Distributed.init("cpu"))
+
+
+def test_denoised_group_negatives_leave_out_what_the_teacher_scores_high(toy_collection, tmp_path, capsys):
+    from ance_ir.data import GroupPassage, TrainingGroup, write_groups
+    from ance_ir.train.negatives import denoise
+
+    kept, dropped = denoise({"q1": ["d2", "d4", "d6"], "q2": ["d5"]}, {"q1": {"d2": 2.5, "d4": 0.1}}, 1.0)
+    assert kept == {"q1": ["d4", "d6"], "q2": ["d5"]} and dropped == 1  # unscored d6 and d5 stay
+    groups = tmp_path / "groups.jsonl"
+    write_groups(groups, [TrainingGroup("q1", "cat", (GroupPassage("d1", score=3.0),),
+                                        (GroupPassage("d7", score=2.5), GroupPassage("d8", score=0.1)))])
+    settings = {"data_source": "groups", "groups": str(groups), "negatives": "groups"}
+    sampler, data = _sampler(toy_collection, tmp_path, **settings, **{"negatives.denoise_above": 1.0})
+    assert "left out 1 of 2 scored above 1.0" in capsys.readouterr().err
+    assert sampler.candidates == {"q1": ["d8"]}
+    assert all(draw == ["d8"] for draw in _draws(sampler, data.exclude["q1"], 1, seed=3, times=5))
+    with pytest.raises(ValueError, match="negatives.denoise_above: must be a number"):
+        _config(toy_collection, tmp_path, **settings, **{"negatives.denoise_above": "high"})
+    with pytest.raises(ValueError, match="negatives.denoise_above: needs teacher scores"):
+        _config(toy_collection, tmp_path, data_source="spider", negatives="groups",
+                **{"negatives.denoise_above": 1.0})

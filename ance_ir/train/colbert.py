@@ -100,9 +100,9 @@ class ColBERTTask(GroupTask):
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
-        if ctx.config.task.in_batch and ctx.dist.enabled:
-            raise ValueError("task.in_batch: a colbert task does not gather token vectors across processes; train "
-                             "it in one process or without in-batch negatives")
+        if ctx.config.task.in_batch and ctx.config.task.cross_batch and ctx.dist.enabled:
+            raise ValueError("task.in_batch: a colbert task does not gather token vectors across processes; set "
+                             "task.cross_batch: false (each process's own passages) or train in one process")
         self.collator = TokenCollator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self._module = MaxSimScorer(model)
 

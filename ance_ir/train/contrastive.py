@@ -222,7 +222,7 @@ class ContrastiveTask(GroupTask):
         """The configured loss of the groups' scores (over the global batch with in-batch + DDP)."""
         dist, device, exclude = self.ctx.dist, self.ctx.device, self.ctx.data.exclude
         group_size = len(batch.mine[0].docids)
-        if self.ctx.config.task.in_batch and dist.enabled:
+        if self.ctx.config.task.in_batch and self.ctx.config.task.cross_batch and dist.enabled:
             mask = in_batch_mask(batch.groups, exclude).to(device)
             scores = self.score_groups(dist.gather_with_grad(queries), dist.gather_with_grad(passages),
                                        group_size, True, mask, self._teacher(batch.groups))

@@ -13,7 +13,9 @@ decorated with :func:`register_negatives`.
 from __future__ import annotations
 
 import json
+import math
 import random
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -238,9 +240,14 @@ def _parse_jsonl_negatives(path: str | Path, lineno: int, line: str) -> tuple[st
 
 @register_negatives
 class GroupNegatives(CandidateNegatives):
-    """The negatives that came with the training data (``data.source: groups``, ``spider``), best first."""
+    """The negatives that came with the training data (``data.source: groups``, ``spider``), best first.
+
+    ``denoise_above``: RocketQA's denoised hard negatives, leaving out every negative the teacher (the groups'
+    cross-encoder scores) scores above this value, a likely unjudged positive; the count left out is printed.
+    """
 
     name = "groups"
+    options = {"denoise_above": None}
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -251,10 +258,33 @@ class GroupNegatives(CandidateNegatives):
             sources = [name for name, source in DATA_SOURCES.items() if source.brings_negatives]
             raise ConfigError("negatives.name", f"groups needs a data source that brings negatives "
                                                 f"({', '.join(sources)}), got data.source: {config.data.source}")
+        threshold = config.negatives.options["denoise_above"]
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
+            raise ConfigError("negatives.denoise_above", f"must be a number (a teacher score), got {threshold!r}")
+        if threshold is not None and not DATA_SOURCES[config.data.source].teacher_scores:
+            raise ConfigError("negatives.denoise_above", "needs teacher scores: data.source: groups scored by "
+                                                         "python -m ance_ir.rerank --groups")
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
-        return cls(data.docids, data.negatives, config.negatives.depth)
+        threshold = config.negatives.options["denoise_above"]
+        candidates = data.negatives
+        if threshold is not None:
+            candidates, dropped = denoise(data.negatives, data.scores, threshold)
+            if dist.is_main:
+                total = sum(len(docids) for docids in data.negatives.values())
+                print(f"denoised negatives: left out {dropped} of {total} scored above {threshold}",
+                      file=sys.stderr, flush=True)
+        return cls(data.docids, candidates, config.negatives.depth)
+
+
+def denoise(negatives: dict[str, list[str]], scores: dict[str, dict[str, float]],
+            threshold: float) -> tuple[dict[str, list[str]], int]:
+    """Each query's negatives without those the teacher scores above ``threshold`` (unscored ones stay), and how
+    many were left out."""
+    kept = {qid: [d for d in docids if not scores.get(qid, {}).get(d, -math.inf) > threshold]
+            for qid, docids in negatives.items()}
+    return kept, sum(len(docids) for docids in negatives.values()) - sum(len(docids) for docids in kept.values())
 
 
 @register_negatives

@@ -129,6 +129,8 @@ class TaskSection(Section):
                             "n_negatives")
     in_batch: bool = _opt(False, "also score each query against the other queries' passages in the batch",
                           "in_batch")
+    cross_batch: bool = _opt(True, "with in_batch under torchrun: score each query against every process's passages "
+                                   "(RocketQA's cross-batch negatives); false: its own process's only", "cross_batch")
     grad_cache_chunk: int = _opt(0, "gradient cache (dual-encoder tasks): encode a batch in chunks of this many "
                                     "queries and their passages, the big batch's gradients with one chunk's "
                                     "activations (0: off)", "grad_cache_chunk")
@@ -160,8 +162,8 @@ class NegativesSection(Section):
 @dataclass
 class LossSection(Section):
     section = "loss"
-    name: str = _opt("nll", "loss: nll (listwise), bce (pointwise), mse, margin-mse, kl (distillation from teacher "
-                           "scores in groups; built in) or a plugin's", "loss")
+    name: str = _opt("nll", "loss: nll (listwise), bce (pointwise), ranknet (pairwise, STAR), mse, margin-mse, kl "
+                           "(distillation from teacher scores in groups; built in) or a plugin's", "loss")
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)",
                               "temperature")
     options: dict[str, Any] = _opt({}, "further settings the loss declares")

@@ -68,9 +68,9 @@ class SpladeTask(GroupTask):
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
-        if ctx.config.task.in_batch and ctx.dist.enabled:
-            raise ValueError("task.in_batch: a splade task does not gather term weights across processes; train it "
-                             "in one process or without in-batch negatives")
+        if ctx.config.task.in_batch and ctx.config.task.cross_batch and ctx.dist.enabled:
+            raise ValueError("task.in_batch: a splade task does not gather term weights across processes; set "
+                             "task.cross_batch: false (each process's own passages) or train in one process")
         self._module = SparseEncoder(model)
 
     @classmethod
