@@ -42,6 +42,7 @@ def check_components(config: TrainConfig) -> None:
     import ance_ir.train.cross_encoder  # noqa: F401
     import ance_ir.train.mebert  # noqa: F401
     import ance_ir.train.poly_encoder  # noqa: F401
+    import ance_ir.train.rocketqa  # noqa: F401
     import ance_ir.train.splade  # noqa: F401
     import ance_ir.train.tas  # noqa: F401
     from ance_ir.modeling.kinds import kind_class
