@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from ance_ir.data import read_groups
 from bench.common import write_section
 from experiments.comparison import comparison_table
+from experiments.rag24_distill import TEACHER
 from experiments.rag24_table1 import COMMON, FAMILIES, ROOT, py, sh
 from experiments.rag24_table1 import work as table1_work
 
@@ -40,18 +43,25 @@ ENCODER_FLAGS = ("--pooling", "mean", "--no-normalize")
 
 @dataclass(frozen=True)
 class Row:
-    """``configs/rag24-mini/CONFIG.yaml`` from the model ``start`` (``warm`` or another row's name)."""
+    """``configs/rag24-mini/CONFIG.yaml`` from the model ``start`` (``warm`` or another row's name); ``groups``: on
+    the warm model's hard negatives scored by the cross-encoder teacher (``denoise``: RocketQA's threshold)."""
 
     name: str
     label: str
     config: str
     start: str = "warm"
+    groups: bool = False
+    denoise: bool = False
 
 
 ROWS = [
     Row("star", "STAR (static hard + in-batch random, RankNet)", "star"),
     Row("adore", "ADORE (query tower on the warm model's index)", "adore"),
     Row("star-adore", "STAR → ADORE (+300 query-tower steps)", "adore", start="star"),
+    Row("hard", "warm model's top-30 hard negatives + cross-batch (NLL)", "rocketqa", groups=True),
+    Row("denoised", "RocketQA: the same, denoised by the cross-encoder", "rocketqa", groups=True, denoise=True),
+    Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder", "rocketqa-v2",
+        groups=True),
 ]
 
 
@@ -101,6 +111,12 @@ def train_row(row: Row, seed: int) -> None:
     if not (model / "final").is_dir():
         where = ["--set", f"task.index={start_index}", "--model", str(start)] if adore else [
             "--set", f"negatives.index={start_index}", "--init-from", str(start)]
+        if row.groups:
+            groups = scored_groups(start_index, seed)
+            where = ["--set", f"data.groups={groups}", "--init-from", str(start), "--set",
+                     f"negatives.denoise_above={denoise_threshold(groups) if row.denoise else 'null'}"]
+            if row.config == "rocketqa-v2":
+                where = [*where[:4], "--set", f"task.ranker={TEACHER / 'final'}"]
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
               "--output", str(model), "--no-progress", *where))
     index = start_index if adore else index_of(model / "final", f"{row.name}.seed{seed}")
@@ -110,8 +126,38 @@ def train_row(row: Row, seed: int) -> None:
           "--hits", "100", "--output", str(out), "--run-tag", f"negatives-{row.name}"))
 
 
+def scored_groups(index: Path, seed: int) -> Path:
+    """The warm model's top-30 hard negatives of each training query, every passage scored by the teacher."""
+    groups, scored = WORK / f"groups.warm.seed{seed}.jsonl.gz", WORK / f"groups.warm.seed{seed}.minilm-ce.jsonl.gz"
+    if not scored.is_file():
+        if not (TEACHER / "final").is_dir():
+            raise SystemExit(f"no teacher at {TEACHER}: run python -m experiments.rag24_distill teacher")
+        sh(py("ance_ir.negatives", "--topics", "rag24-mini-train", "--qrels", "rag24-mini-train", "--corpus",
+              "rag24-mini", "--source", "dense", "--index", str(index), "--depth", "30", "--min-positive-grade", "2",
+              "--output", str(groups)))
+        sh(py("ance_ir.rerank", "--groups", str(groups), "--corpus", "rag24-mini", "--model", str(TEACHER),
+              "--output", str(scored), "--quiet"))
+    return scored
+
+
+def denoise_threshold(groups: Path) -> float:
+    """RocketQA's cut: the median teacher score of the judged positives (a negative scored above it is more
+    likely an unjudged positive than a negative)."""
+    return round(statistics.median(p.score for g in read_groups(groups) for p in g.positives), 3)
+
+
+def search_warm(seed: int) -> None:
+    """The warm-up model itself (BM25 Neg at step 300), the start of every row."""
+    out = run_file("warm", seed)
+    if not out.is_file():
+        RUNS.mkdir(parents=True, exist_ok=True)
+        sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index_of(warm_model(seed),
+              f"warm.seed{seed}")), "--hits", "100", "--output", str(out), "--run-tag", "negatives-warm"))
+
+
 def run(seeds: list[int], only: list[str] | None) -> None:
     for seed in seeds:
+        search_warm(seed)
         for row in ROWS:
             if only is None or row.name in only:
                 train_row(row, seed)
@@ -119,7 +165,8 @@ def run(seeds: list[int], only: list[str] | None) -> None:
 
 def report(seeds: list[int], output: str) -> None:
     ance = [run_file("ance", s) for s in seeds]
-    rows = [("ANCE (BM25 warm-up, Table 1)", ance), ("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s)
+    rows = [("BM25 Neg warm-up (step 300, the rows' start)", [run_file("warm", s) for s in seeds]),
+            ("ANCE (BM25 warm-up, Table 1)", ance), ("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s)
                                                                                        for s in seeds]),
             *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS]]
     seeds_text = " ".join(map(str, seeds))
