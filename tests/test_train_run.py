@@ -18,7 +18,7 @@ import yaml
 from conftest import TOY_QRELS, TOY_TOPICS
 from safetensors.torch import load_file
 
-from ance_ir.data import InputError, read_groups
+from ance_ir.data import InputError, iter_corpus, read_groups
 from ance_ir.modeling import DenseEncoder
 from ance_ir.plot import plot_runs
 from ance_ir.train import RefreshJob, TrainConfig, build_config, list_checkpoints, read_log, refresh_checkpoint, train
@@ -330,3 +330,31 @@ def test_the_final_model_has_a_card_with_its_settings_and_measured_results(strai
     for record in RefreshRecords(run.refresh).read_all():
         assert f"| {record['step']} | {record['metrics']['ndcg_cut_10']:.4f} |" in card
     assert "SentenceTransformer(" in card
+
+
+def test_a_denoising_refresh_leaves_out_what_the_cross_encoder_scores_high(straight_run, toy, tmp_path):
+    from ance_ir.modeling.kinds import load_model
+
+    torch.manual_seed(3)
+    ranker = tmp_path / "ranker"
+    load_model(toy / "bert-nodrop", "cross-encoder", max_length=32).save_pretrained(ranker)
+    checkpoint = list_checkpoints(RunDir(straight_run))[-1]
+    plain = refresh_checkpoint(checkpoint, RefreshJob.from_config(toy_config(toy, tmp_path / "plain")),
+                               RunDir(tmp_path / "plain"), torch.device("cpu"), "sync")
+    mined = NegativesStore(RunDir(tmp_path / "plain").negatives).load(plain["negatives_version"])
+    texts = {p.docid: p.text for p in iter_corpus(toy / "corpus.jsonl")}
+    queries = {qid: text for qid, text in (line.split("\t") for line in
+                                           (toy / "topics.tsv").read_text().splitlines())}
+    model = load_model(ranker)
+    scores = {(q, d): float(model.score_pairs([queries[q]], [texts[d]])[0]) for q, ds in mined.items() for d in ds}
+    ordered = sorted(scores.values())
+    threshold = (ordered[len(ordered) // 2] + ordered[len(ordered) // 2 - 1]) / 2  # away from every score
+    config = toy_config(toy, tmp_path / "denoised", **{"negatives.denoise_with": str(ranker),
+                                                       "negatives.denoise_above": threshold})
+    record = refresh_checkpoint(checkpoint, RefreshJob.from_config(config), RunDir(tmp_path / "denoised"),
+                                torch.device("cpu"), "sync")
+    denoised = NegativesStore(RunDir(tmp_path / "denoised").negatives).load(record["negatives_version"])
+    expected = {q: [d for d in ds if scores[q, d] <= threshold] for q, ds in mined.items()}
+    assert denoised == expected and record["denoised"] == len(scores) - sum(map(len, expected.values())) > 0
+    with pytest.raises(ValueError, match="needs both a cross-encoder"):
+        toy_config(toy, tmp_path / "half", **{"negatives.denoise_with": str(ranker)})

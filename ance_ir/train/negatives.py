@@ -152,17 +152,29 @@ class DPRNegatives(BM25Negatives):
 
 @register_negatives
 class AnceNegatives(CandidateNegatives):
-    """The ANN top ``negative_depth`` of the latest refreshed index, positives removed (ANCE).
+    """The ANN top ``negative_depth`` of the latest refreshed index, positives removed (ANCE); with
+    ``denoise_with`` (a cross-encoder) and ``denoise_above``, each refresh also leaves out the negatives that model
+    scores above the threshold (RocketQA's denoised hard negatives, on the same asynchronous refresh path).
 
     Starts empty; the trainer installs each published version with :meth:`update`.
     """
 
     name = "ance"
     refreshed = True
+    options = {"denoise_with": None, "denoise_above": None}
 
     def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int):
         super().__init__(docids, candidates, depth)
         self.version: int | None = None
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        super().check_config(config)
+        options = config.negatives.options
+        if (options["denoise_with"] is None) != (options["denoise_above"] is None):
+            raise ConfigError("negatives.denoise_with", "RocketQA's denoising needs both a cross-encoder "
+                                                        "(denoise_with) and a threshold on its scores (denoise_above)")
+        check_threshold(options["denoise_above"])
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
@@ -188,6 +200,12 @@ class StaticNegatives(CandidateNegatives):
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
         candidates = read_negatives_file(config.negatives.file, frozenset(data.docids))
         return cls(data.docids, candidates, config.negatives.depth)
+
+
+def check_threshold(threshold: Any) -> None:
+    """ConfigError unless ``negatives.denoise_above`` is None or a number."""
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
+        raise ConfigError("negatives.denoise_above", f"must be a number (a teacher score), got {threshold!r}")
 
 
 def read_negatives_file(path: str | Path, docids: Collection[str]) -> dict[str, list[str]]:
@@ -259,8 +277,7 @@ class GroupNegatives(CandidateNegatives):
             raise ConfigError("negatives.name", f"groups needs a data source that brings negatives "
                                                 f"({', '.join(sources)}), got data.source: {config.data.source}")
         threshold = config.negatives.options["denoise_above"]
-        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
-            raise ConfigError("negatives.denoise_above", f"must be a number (a teacher score), got {threshold!r}")
+        check_threshold(threshold)
         if threshold is not None and not DATA_SOURCES[config.data.source].teacher_scores:
             raise ConfigError("negatives.denoise_above", "needs teacher scores: data.source: groups scored by "
                                                          "python -m ance_ir.rerank --groups")

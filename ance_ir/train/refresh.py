@@ -1,8 +1,9 @@
 """One ANN refresh, ANCE's inferencer step: checkpoint -> corpus vectors -> faiss index -> negatives + metrics.
 
 The negatives of every training query are the top ``negatives.depth`` passages of the new index with the
-query's judged-relevant passages removed (:func:`ance_ir.negatives.mining.mine`); they are published as
-version = checkpoint step, as Tevatron-style JSONL groups with their scores, the format
+query's judged-relevant passages removed (:func:`ance_ir.negatives.mining.mine`) and, when the sampler denoises
+(RocketQA's ``denoise_with`` / ``denoise_above``), those a cross-encoder scores above the threshold; they are
+published as version = checkpoint step, as Tevatron-style JSONL groups with their scores, the format
 ``python -m ance_ir.negatives`` writes and ``data.source: groups`` trains from. The eval
 topics are searched in the same index and scored with :func:`ance_ir.eval.evaluate`. The record
 (``refresh/step-N.json``) holds the metrics, the timings of each phase and wall-clock start and end.
@@ -10,6 +11,7 @@ topics are searched in the same index and scored with :func:`ance_ir.eval.evalua
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,8 @@ class RefreshJob:
     precision: str
     index_type: str
     eval_hits: int
+    denoise_with: str | None = None
+    denoise_above: float | None = None
 
     @classmethod
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
@@ -78,7 +82,8 @@ class RefreshJob:
         return cls(data.docids, [data.texts[d] for d in data.docids], data.queries, positives, data.exclude,
                    eval_topics, eval_qrels, NEGATIVE_STRATEGIES[config.negatives.name].refreshed,
                    config.negatives.depth,
-                   cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits)
+                   cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits,
+                   config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"))
 
 
 def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:
@@ -129,6 +134,9 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
             groups.append(TrainingGroup(qid, job.queries[qid],
                                         tuple(GroupPassage(d, score=scored.get(d)) for d in job.positives[qid]),
                                         tuple(GroupPassage(d, score=s) for d, s in mined[qid])))
+        if job.denoise_with:
+            groups, record["denoised"] = denoise_groups(groups, job, device)
+            lap("denoise_s")
         NegativesStore(run.negatives).publish(step, groups)
         lap("publish_s")
         record.update(negatives_version=step, queries_mined=len(groups))
@@ -144,11 +152,29 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     return record
 
 
+def denoise_groups(groups: list[TrainingGroup], job: RefreshJob,
+                   device: torch.device) -> tuple[list[TrainingGroup], int]:
+    """RocketQA's denoising of freshly mined negatives: every (query, negative) pair scored by the model
+    ``job.denoise_with`` (a cross-encoder), those scored above ``job.denoise_above`` left out; the groups and how many
+    negatives were left out."""
+    from ance_ir.rerank import load_reranker, score_groups
+
+    model = load_reranker(job.denoise_with).to(device)
+    scored = score_groups(groups, dict(zip(job.docids, job.passages, strict=True)), model, job.batch_size)
+    kept = [dataclasses.replace(group, negatives=tuple(p for p, s in zip(group.negatives, judged.negatives,
+                                                                         strict=True)
+                                                       if not s.score > job.denoise_above))
+            for group, judged in zip(groups, scored, strict=True)]
+    return kept, sum(len(g.negatives) for g in groups) - sum(len(g.negatives) for g in kept)
+
+
 def describe(record: dict[str, Any]) -> str:
     """One line about a refresh record, for the console."""
     line = f"refresh of step {record['step']} ({record['mode']}, {record['total_s']:.1f}s)"
     if "negatives_version" in record:
         line += f"; negatives v{record['negatives_version']} for {record['queries_mined']} queries"
+    if "denoised" in record:
+        line += f" ({record['denoised']} denoised away)"
     if record.get("metrics"):
         line += "; " + " ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
     return line
