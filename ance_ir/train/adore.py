@@ -4,10 +4,10 @@ The passages are encoded once (``python -m ance_ir.encode`` with the starting mo
 into the dense index ``task.index``; only the query tower trains (a shared model is untied first, so that the saved
 model's passage tower still matches the index). At every step each query's current vector retrieves its top
 ``task.depth`` passages from that index, so the negatives are the model's own, never stale. Each (positive,
-retrieved negative) pair costs RankNet's ``log(1 + exp(s- - s+))`` weighted by LambdaLoss's ``|delta nDCG|``, the
-change of nDCG@``task.cutoff`` (0: the whole list) when the two swap places in the current ranking; a positive that
-was not retrieved ranks just after the retrieved list. Gains are binary; the ideal DCG counts the query's judged
-positives.
+retrieved negative) pair costs RankNet's ``log(1 + exp((s- - s+) / loss.temperature))`` weighted by LambdaLoss's
+``|delta nDCG|``, the change of nDCG@``task.cutoff`` (0: the whole list) when the two swap places in the current
+ranking; a positive that was not retrieved ranks just after the retrieved list. Gains are binary; the ideal DCG
+counts the query's judged positives.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ class AdoreTask(TrainingTask):
             positive_score = self.vectors[self.row[positive]] @ query
             weights = lambda_weights(positive_score.detach(), negatives.detach(), retrieved.detach(),
                                      self.relevant[qid], options["cutoff"])
-            losses.append((weights * F.softplus(negatives - positive_score)).sum())
+            margins = (negatives - positive_score) / self.ctx.config.loss.temperature
+            losses.append((weights * F.softplus(margins)).sum())
         return StepLoss(torch.stack(losses).mean())
 
     def state_dict(self) -> dict[str, Any]:
