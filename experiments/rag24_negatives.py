@@ -1,21 +1,27 @@
-"""Where negatives come from, beyond ANCE (issue 14): STAR and ADORE for bert-tiny on rag24-mini.
+"""Where negatives come from, beyond ANCE (issue 14): STAR, ADORE, RocketQA and RocketQAv2 on rag24-mini.
 
-    python -m experiments.rag24_negatives run --seeds 1 2 3 [--only star adore]
-    python -m experiments.rag24_negatives report --seeds 1 2 3 --output docs/negatives-rag24.md
+    python -m experiments.rag24_distill teacher            # the MiniLM cross-encoder (RocketQA rows)
+    python -m experiments.rag24_negatives run --family bert-tiny --seeds 1 2 3 [--only star adore]
+    python -m experiments.rag24_negatives report --family bert-tiny --seeds 1 2 3 --output docs/negatives-rag24.md
 
-Every row starts where Table 1's continuation rows (BM25 → Rand, ANCE) start, the step-300 checkpoint of the
-bert-tiny family's BM25 Neg row of the same seed (trained here with Table 1's exact command and ``--stop-at 300``
-when missing), and trains with the same schedule for C = 300 steps of 16 queries:
+Every row starts where Table 1's continuation rows (BM25 → Rand, ANCE) of the family start, the step-W checkpoint of
+its BM25 Neg row of the same seed (trained here with Table 1's exact command and ``--stop-at W`` when missing), and
+trains with the family's schedule for C steps (bert-tiny: W = C = 300 steps of 16 queries; minilm: 50 of 8, the
+configs' bert-tiny settings replaced by the family's):
 
 * STAR: static hard negatives, the warm model's top 200 (its index, judged passages removed), one per query and
   step, plus the batch's other passages as random negatives; RankNet, ``L_static + 0.1 L_random``
   (``configs/rag24-mini/star.yaml``).
 * ADORE: the warm model's index fixed, only the query tower trains on the passages it retrieves at each step
-  (``configs/rag24-mini/adore.yaml``).
-* STAR → ADORE: ADORE on STAR's index for another 300 steps (600 continuation steps, twice the others' budget).
+  (``configs/rag24-mini/adore.yaml``); STAR → ADORE: ADORE on STAR's index for another C steps (twice the budget).
+* hard / denoised (RocketQA): the warm model's top-30 negatives scored by the MiniLM cross-encoder, one per query
+  plus in-batch negatives, NLL; denoised leaves out those scored above the median score of the judged positives
+  (``configs/rag24-mini/rocketqa.yaml``).
+* RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
+  negatives (``configs/rag24-mini/rocketqa-v2.yaml``).
 
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
-against), committed under ``runs/rag24/negatives/bert-tiny/`` with its training log. Every step is a package CLI,
+against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log. Every step is a package CLI,
 printed as it runs; finished steps are skipped. ``report`` compares them with Table 1's committed ANCE and DPR runs.
 """
 
@@ -35,10 +41,13 @@ from experiments.rag24_table1 import COMMON, FAMILIES, ROOT, py, sh
 from experiments.rag24_table1 import work as table1_work
 
 WORK = ROOT / "train-runs" / "negatives"
-RUNS = ROOT / "runs" / "rag24" / "negatives" / "bert-tiny"
-TABLE1 = ROOT / "runs" / "rag24" / "table1" / "bert-tiny"
-FAMILY = FAMILIES["bert-tiny"]
-ENCODER_FLAGS = ("--pooling", "mean", "--no-normalize")
+RUNS = ROOT / "runs" / "rag24" / "negatives"
+#: each family's flags on top of the (bert-tiny) configs: Table 1's settings of the family, C steps
+FAMILY_FLAGS = {
+    "bert-tiny": ("--max-steps", "300"),
+    "minilm": ("--temperature", "0.05", "--lr", "2e-5", "--batch-size", "8", "--precision", "bf16", "--normalize",
+               "--max-steps", "50"),
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class Row:
 ROWS = [
     Row("star", "STAR (static hard + in-batch random, RankNet)", "star"),
     Row("adore", "ADORE (query tower on the warm model's index)", "adore"),
-    Row("star-adore", "STAR → ADORE (+300 query-tower steps)", "adore", start="star"),
+    Row("star-adore", "STAR → ADORE (+C query-tower steps)", "adore", start="star"),
     Row("hard", "warm model's top-30 hard negatives + cross-batch (NLL)", "rocketqa", groups=True),
     Row("denoised", "RocketQA: the same, denoised by the cross-encoder", "rocketqa", groups=True, denoise=True),
     Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder", "rocketqa-v2",
@@ -65,70 +74,72 @@ ROWS = [
 ]
 
 
-def run_file(row: str, seed: int) -> Path:
+def run_file(family: str, row: str, seed: int) -> Path:
     if row in ("ance", "dpr"):
-        return TABLE1 / f"{row}.seed{seed}.test.trec.gz"
-    return RUNS / f"{row}.seed{seed}.test.trec.gz"
+        return ROOT / "runs" / "rag24" / "table1" / family / f"{row}.seed{seed}.test.trec.gz"
+    return RUNS / family / f"{row}.seed{seed}.test.trec.gz"
 
 
-def warm_model(seed: int) -> Path:
+def warm_model(family: str, seed: int) -> Path:
     """Table 1's BM25 Neg warm-up of ``seed`` (its step-W checkpoint), trained first when missing."""
-    run = table1_work("bert-tiny", f"bm25.seed{seed}")
-    checkpoint = run / "checkpoints" / f"step-{FAMILY.warmup:08d}"
+    spec = FAMILIES[family]
+    run = table1_work(family, f"bm25.seed{seed}")
+    checkpoint = run / "checkpoints" / f"step-{spec.warmup:08d}"
     if not checkpoint.is_dir():
-        bm25_index = table1_work("bert-tiny", "bm25-index")
+        bm25_index = table1_work(family, "bm25-index")
         if not bm25_index.is_dir():
             sh(py("ance_ir.bm25", "index", "--corpus", "rag24-mini", "--output", str(bm25_index)))
-        sh(py("ance_ir.train", *COMMON, *FAMILY.flags, "--negatives", "bm25", "--output", str(run), "--seed",
-              str(seed), "--max-steps", str(FAMILY.warmup + FAMILY.cont), "--refresh-every", "0", "--model",
-              FAMILY.model, "--save-every", str(FAMILY.warmup), "--bm25-index", str(bm25_index),
-              "--stop-at", str(FAMILY.warmup)))
+        sh(py("ance_ir.train", *COMMON, *spec.flags, "--negatives", "bm25", "--output", str(run), "--seed",
+              str(seed), "--max-steps", str(spec.warmup + spec.cont), "--refresh-every", "0", "--model",
+              spec.model, "--save-every", str(spec.warmup), "--bm25-index", str(bm25_index),
+              "--stop-at", str(spec.warmup)))
     return checkpoint
 
 
-def index_of(model: Path, name: str) -> Path:
+def index_of(family: str, model: Path, name: str) -> Path:
     """The dense index of ``model`` (encoded when missing)."""
-    index = WORK / "indexes" / name
+    index = WORK / family / "indexes" / name
     if not (index / "meta.json").is_file():
-        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model), "--output", str(index), "--quiet",
-              *ENCODER_FLAGS))
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model), "--output", str(index), "--quiet"))
     return index
 
 
-def train_row(row: Row, seed: int) -> None:
+def train_row(family: str, row: Row, seed: int) -> None:
     """Train one row for one seed, search the test topics, keep the run and the training log."""
-    out = run_file(row.name, seed)
+    out = run_file(family, row.name, seed)
     if out.is_file():
         return
     if row.start == "warm":
-        start, start_index = warm_model(seed), index_of(warm_model(seed), f"warm.seed{seed}")
+        start = warm_model(family, seed)
+        start_index = index_of(family, start, f"warm.seed{seed}")
     else:
-        train_row(next(r for r in ROWS if r.name == row.start), seed)
-        start = WORK / f"{row.start}.seed{seed}" / "final"
-        start_index = index_of(start, f"{row.start}.seed{seed}")
-    model = WORK / f"{row.name}.seed{seed}"
+        train_row(family, next(r for r in ROWS if r.name == row.start), seed)
+        start = WORK / family / f"{row.start}.seed{seed}" / "final"
+        start_index = index_of(family, start, f"{row.start}.seed{seed}")
+    model = WORK / family / f"{row.name}.seed{seed}"
     adore = row.config == "adore"
     if not (model / "final").is_dir():
         where = ["--set", f"task.index={start_index}", "--model", str(start)] if adore else [
             "--set", f"negatives.index={start_index}", "--init-from", str(start)]
         if row.groups:
-            groups = scored_groups(start_index, seed)
+            groups = scored_groups(family, start_index, seed)
             where = ["--set", f"data.groups={groups}", "--init-from", str(start), "--set",
                      f"negatives.denoise_above={denoise_threshold(groups) if row.denoise else 'null'}"]
             if row.config == "rocketqa-v2":
                 where = [*where[:4], "--set", f"task.ranker={TEACHER / 'final'}"]
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
-              "--output", str(model), "--no-progress", *where))
-    index = start_index if adore else index_of(model / "final", f"{row.name}.seed{seed}")
-    RUNS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(model / "log.jsonl", RUNS / f"{row.name}.seed{seed}.log.jsonl")
+              "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *where))
+    index = start_index if adore else index_of(family, model / "final", f"{row.name}.seed{seed}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model / "log.jsonl", out.with_name(f"{row.name}.seed{seed}.log.jsonl"))
     sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--encoder", str(model / "final"),
           "--hits", "100", "--output", str(out), "--run-tag", f"negatives-{row.name}"))
 
 
-def scored_groups(index: Path, seed: int) -> Path:
+def scored_groups(family: str, index: Path, seed: int) -> Path:
     """The warm model's top-30 hard negatives of each training query, every passage scored by the teacher."""
-    groups, scored = WORK / f"groups.warm.seed{seed}.jsonl.gz", WORK / f"groups.warm.seed{seed}.minilm-ce.jsonl.gz"
+    groups = WORK / family / f"groups.warm.seed{seed}.jsonl.gz"
+    scored = WORK / family / f"groups.warm.seed{seed}.minilm-ce.jsonl.gz"
     if not scored.is_file():
         if not (TEACHER / "final").is_dir():
             raise SystemExit(f"no teacher at {TEACHER}: run python -m experiments.rag24_distill teacher")
@@ -146,53 +157,57 @@ def denoise_threshold(groups: Path) -> float:
     return round(statistics.median(p.score for g in read_groups(groups) for p in g.positives), 3)
 
 
-def search_warm(seed: int) -> None:
-    """The warm-up model itself (BM25 Neg at step 300), the start of every row."""
-    out = run_file("warm", seed)
+def search_warm(family: str, seed: int) -> None:
+    """The warm-up model itself (BM25 Neg at step W), the start of every row."""
+    out = run_file(family, "warm", seed)
     if not out.is_file():
-        RUNS.mkdir(parents=True, exist_ok=True)
-        sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index_of(warm_model(seed),
-              f"warm.seed{seed}")), "--hits", "100", "--output", str(out), "--run-tag", "negatives-warm"))
+        index = index_of(family, warm_model(family, seed), f"warm.seed{seed}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", "100", "--output",
+              str(out), "--run-tag", "negatives-warm"))
 
 
-def run(seeds: list[int], only: list[str] | None) -> None:
+def run(family: str, seeds: list[int], only: list[str] | None) -> None:
     for seed in seeds:
-        search_warm(seed)
+        search_warm(family, seed)
         for row in ROWS:
             if only is None or row.name in only:
-                train_row(row, seed)
+                train_row(family, row, seed)
 
 
-def report(seeds: list[int], output: str) -> None:
-    ance = [run_file("ance", s) for s in seeds]
-    rows = [("BM25 Neg warm-up (step 300, the rows' start)", [run_file("warm", s) for s in seeds]),
-            ("ANCE (BM25 warm-up, Table 1)", ance), ("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s)
-                                                                                       for s in seeds]),
-            *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS]]
+def report(family: str, seeds: list[int], output: str) -> None:
+    warmup = FAMILIES[family].warmup
+    ance = [run_file(family, "ance", s) for s in seeds]
+    rows = [(f"BM25 Neg warm-up (step {warmup}, the rows' start)", [run_file(family, "warm", s) for s in seeds]),
+            ("ANCE (BM25 warm-up, Table 1)", ance),
+            ("DPR (BM25 + in-batch, Table 1)", [run_file(family, "dpr", s) for s in seeds]),
+            *[(r.label, [run_file(family, r.name, s) for s in seeds]) for r in ROWS]]
     seeds_text = " ".join(map(str, seeds))
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
-    body = (f"### bert-tiny, {which}\n\n" + "\n".join(comparison_table(rows, "ANCE", ance))
+    body = (f"### {family}, {which}\n\n" + "\n".join(comparison_table(rows, "ANCE", ance))
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against ANCE's.\n\n"
-              f"```bash\npython -m experiments.rag24_negatives run --seeds {seeds_text}\n"
-              f"python -m experiments.rag24_negatives report --seeds {seeds_text} --output {output}\n```")
-    write_section(output, "negatives-bert-tiny", body)
+              f"```bash\npython -m experiments.rag24_negatives run --family {family} --seeds {seeds_text}\n"
+              f"python -m experiments.rag24_negatives report --family {family} --seeds {seeds_text} "
+              f"--output {output}\n```")
+    write_section(output, f"negatives-{family}", body)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="train, encode and search the rows")
-    run_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     run_parser.add_argument("--only", nargs="+", choices=[r.name for r in ROWS])
     report_parser = commands.add_parser("report", help="write the results table")
-    report_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     report_parser.add_argument("--output", default="docs/negatives-rag24.md")
+    for sub in (run_parser, report_parser):
+        sub.add_argument("--family", choices=sorted(FAMILY_FLAGS), default="bert-tiny")
+        sub.add_argument("--seeds", type=int, nargs="+", default=[1])
     args = parser.parse_args()
     if args.command == "run":
-        run(args.seeds, args.only)
+        run(args.family, args.seeds, args.only)
     else:
-        report(args.seeds, args.output)
+        report(args.family, args.seeds, args.output)
 
 
 if __name__ == "__main__":
