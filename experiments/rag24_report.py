@@ -12,7 +12,7 @@ from ance_ir.fusion import interpolate
 from ance_ir.fusion.tune import best_alpha, sweep_alpha
 from ance_ir.train import read_log
 from bench.common import write_section
-from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, family_rows, kept_file, run_file, times_file
+from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, kept_file, reported_rows, run_file, times_file
 
 DEPTH = 100  # hits kept per query in the committed dense runs
 FOLDS = 5  # cross-validation folds of the test topics for the fusion weight
@@ -63,8 +63,10 @@ def paired_comparisons(family: str, seeds: list[int]) -> str:
     """ANCE against the other rows: mean difference of per-query nDCG@10 (seed-averaged) and a paired t-test."""
     from scipy.stats import ttest_rel
 
-    labels = {r.name: r.label for r in family_rows(family)} | {"zero-shot": f"zero-shot {FAMILIES[family].model}"}
-    pairs = [("ance", other) for other in ("zero-shot", "rand", "bm25", "bm25-rand", "inbatch", "dpr")]
+    labels = {r.name: r.label for r in reported_rows(family, seeds)}
+    labels["zero-shot"] = f"zero-shot {FAMILIES[family].model}"
+    pairs = [("ance", other) for other in ("zero-shot", "rand", "nce", "bm25", "bm25-rand", "bm25-nce", "inbatch",
+                                           "dpr", "bm25-and-rand", "bm25-bm25-and-rand")]
     pairs += [("ance-inbatch", other) for other in ("dpr", "inbatch", "ance")]
     pairs = [(a, b) for a, b in pairs if a in labels and b in labels]
     lines = ["| comparison (test nDCG@10, 101 queries) | A | B | A − B | queries A better / worse | paired t-test p |",
@@ -88,7 +90,7 @@ def training_signal(family: str, seeds: list[int]) -> str:
     cont = FAMILIES[family].cont
     lines = [f"| row | loss (median, last {cont} steps) | gradient norm | bottom third of the layers |",
              "| --- | --- | --- | --- |"]
-    for row in family_rows(family):
+    for row in reported_rows(family, seeds):
         per_seed = []
         for seed in seeds:
             records = [r for r in read_log(kept_file(family, row.name, seed, "log.jsonl")) if "loss" in r]
@@ -110,7 +112,7 @@ def async_overlap(family: str, seeds: list[int]) -> str:
     lines = ["| run | async refreshes | refresh s (median) | version → adopted at step | staleness at adoption | "
              "max staleness | steps/s, no refresh | steps/s, during a refresh | ratio |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for row in (r for r in family_rows(family) if r.refresh):
+    for row in (r for r in reported_rows(family, seeds) if r.refresh):
         for seed in seeds:
             log = read_log(kept_file(family, row.name, seed, "log.jsonl"))
             refreshes = [r for r in json.loads(kept_file(family, row.name, seed, "refresh.json").read_text())
@@ -136,7 +138,7 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
         (f"zero-shot {FAMILIES[family].model}", [measures(run_file(family, "zero-shot", None, "test"))], []),
     ]
     train_ndcg = {}
-    for row in family_rows(family):
+    for row in reported_rows(family, seeds):
         rows.append((row.label, [measures(run_file(family, row.name, s, "test")) for s in seeds],
                      [times[f"{row.name}.seed{s}"] for s in seeds if f"{row.name}.seed{s}" in times]))
         train_ndcg[row.name] = statistics.fmean(
@@ -144,7 +146,7 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
                      ["ndcg@10"])["ndcg_cut_10"] for s in seeds)
     best = max(train_ndcg, key=train_ndcg.get)
     alphas = sorted({a for s in seeds for a in fuse_with_bm25(family, best, s)})
-    label = next(r.label for r in family_rows(family) if r.name == best)
+    label = next(r.label for r in reported_rows(family, seeds) if r.name == best)
     rows.append((f"{label} + BM25 (alpha by {FOLDS}-fold CV: {', '.join(f'{a:g}' for a in alphas)})",
                  [measures(run_file(family, f"hybrid-{best}", s, "test")) for s in seeds], []))
 

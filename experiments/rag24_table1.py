@@ -80,10 +80,15 @@ class Row:
 
 ROWS = [
     Row("rand", "Rand Neg", ("--negatives", "random")),
+    Row("nce", "NCE Neg (hardest in-batch)", ("--negatives", "inbatch", "--loss", "hardest")),
     Row("inbatch", "In-batch Neg", ("--negatives", "inbatch")),
     Row("bm25", "BM25 Neg", ("--negatives", "bm25")),
     Row("dpr", "DPR (BM25 + in-batch)", ("--negatives", "dpr")),
+    Row("bm25-and-rand", "BM25 + Rand (each negative BM25 or random, 1:1)", ("--negatives", "bm25-rand")),
     Row("bm25-rand", "BM25 → Rand", ("--negatives", "random"), warm_start=True, stages="cont"),
+    Row("bm25-nce", "BM25 → NCE Neg", ("--negatives", "inbatch", "--loss", "hardest"), warm_start=True,
+        stages="cont"),
+    Row("bm25-bm25-and-rand", "BM25 → BM25 + Rand", ("--negatives", "bm25-rand"), warm_start=True, stages="cont"),
     Row("ance", "ANCE (BM25 warm-up)", ("--negatives", "ance", "--refresh-mode", "async", "--threads", "1",
                                          "--inferencer-threads", "1"), warm_start=True, stages="cont",
         refresh=True),
@@ -101,6 +106,11 @@ def family_rows(name: str) -> list[Row]:
     family = FAMILIES[name]
     return ([r for r in ROWS if not family.only or r.name in family.only]
             + [r for r in EXTRA_ROWS if r.name in family.extra_rows])
+
+
+def reported_rows(name: str, seeds: list[int]) -> list[Row]:
+    """The rows of family ``name`` whose test runs of every seed exist (rows added later may not have run yet)."""
+    return [r for r in family_rows(name) if all(run_file(name, r.name, s, "test").is_file() for s in seeds)]
 
 
 def sh(cmd: list[str]) -> float:
@@ -184,21 +194,24 @@ def train_row(family: Family, name: str, row: Row, seed: int) -> None:
             args += ["--model", family.model]
         if row.name == "bm25":
             args += ["--save-every", str(family.warmup)]
-        if row.name in ("bm25", "dpr"):
+        if {"bm25", "dpr", "bm25-rand"} & set(row.train):
             args += ["--bm25-index", str(work(name, "bm25-index"))]
         record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *args)))
     keep_logs(run, name, row, seed)
     evaluate_model(family, name, str(final_checkpoint(run)), row.name, seed)
 
 
-def run(name: str, seeds: list[int]) -> None:
+def run(name: str, seeds: list[int], only: list[str] | None = None) -> None:
+    """Train and evaluate the family's rows (``only``: these rows); a row whose committed runs exist is skipped."""
     family = FAMILIES[name]
     if not (work(name, "bm25-index")).is_dir():
         sh(py("ance_ir.bm25", "index", "--corpus", "rag24-mini", "--output", str(work(name, "bm25-index"))))
     evaluate_model(family, name, family.model, "zero-shot", None)
     for seed in seeds:
         for row in family_rows(name):
-            train_row(family, name, row, seed)
+            done = all(run_file(name, row.name, seed, split).is_file() for split in ("test", "train"))
+            if not done and (only is None or row.name in only):
+                train_row(family, name, row, seed)
 
 
 def main() -> None:
@@ -207,9 +220,11 @@ def main() -> None:
     parser.add_argument("--family", choices=sorted(FAMILIES), required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--output", help="report: Markdown file to update")
+    parser.add_argument("--only", nargs="+", choices=[r.name for r in ROWS + EXTRA_ROWS],
+                        help="run: only these rows")
     args = parser.parse_args()
     if args.command == "run":
-        run(args.family, args.seeds)
+        run(args.family, args.seeds, args.only)
     else:
         from experiments.rag24_report import report
 

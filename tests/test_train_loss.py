@@ -198,3 +198,12 @@ def test_ranknet_gives_masked_passages_no_gradient():
     build_loss("ranknet")(GroupScores(scores.masked_fill(mask, float("-inf")), torch.tensor([0, 2]), 2,
                                       True)).backward()
     assert scores.grad[0, 3] == 0 and torch.isfinite(scores.grad).all() and scores.grad[0, 2] != 0
+
+
+def test_hardest_is_the_pairwise_loss_against_the_top_scored_negative():
+    scores = torch.tensor([[3.0, 1.0, 2.5, float("-inf")], [0.5, 0.0, 1.0, 4.0]])
+    batch = GroupScores(scores, torch.tensor([0, 2]), 2, True)
+    expected = (math.log1p(math.exp(2.5 - 3.0)) + math.log1p(math.exp(4.0 - 1.0))) / 2
+    assert build_loss("hardest")(batch).item() == pytest.approx(expected)
+    own = GroupScores(torch.tensor([[1.0, 3.0, -2.0]]), torch.tensor([0]), 3, False)
+    assert build_loss("hardest", temperature=0.5)(own).item() == pytest.approx(math.log1p(math.exp(4.0)))

@@ -197,3 +197,20 @@ def test_denoised_group_negatives_leave_out_what_the_teacher_scores_high(toy_col
     with pytest.raises(ValueError, match="negatives.denoise_above: needs teacher scores"):
         _config(toy_collection, tmp_path, data_source="spider", negatives="groups",
                 **{"negatives.denoise_above": 1.0})
+
+
+def test_bm25_rand_mixes_bm25_candidates_and_random_passages(toy_collection, tmp_path):
+    from ance_ir.train.negatives import BM25RandNegatives
+
+    candidates = {"q1": ["d5", "d6"]}
+    exclude = frozenset({"d1", "d2"})
+    assert all(set(d) <= {"d5", "d6"} for d in _draws(BM25RandNegatives(DOCIDS, candidates, 2, 1.0), exclude, 2, 0))
+    mixed = [d for draw in _draws(BM25RandNegatives(DOCIDS, candidates, 2, 0.5), exclude, 1, 0, times=200)
+             for d in draw]
+    from_bm25 = sum(d in ("d5", "d6") for d in mixed)
+    # half from BM25's top 2, half uniform over the 6 passages not judged (2 of which are BM25's): about 2/3
+    assert 0.55 < from_bm25 / len(mixed) < 0.78 and not set(mixed) & exclude and len(set(mixed)) == 6
+    sampler, data = _sampler(toy_collection, tmp_path, negatives="bm25-rand", negative_depth=4)
+    assert isinstance(sampler, BM25RandNegatives) and sampler.share == 0.5 and sampler.candidates
+    with pytest.raises(ValueError, match="negatives.bm25_share: must be a probability"):
+        _config(toy_collection, tmp_path, negatives="bm25-rand", **{"negatives.bm25_share": 1.5})

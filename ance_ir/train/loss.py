@@ -116,6 +116,21 @@ class NLLLoss(ContrastiveLoss):
 
 
 @register_loss
+class HardestNegativeLoss(ContrastiveLoss):
+    """The pairwise loss ``-log sigmoid(s+ - s-)`` against each query's highest-scored negative only, over every
+    passage it is scored against (the batch's other passages with in-batch negatives): the ANCE paper's NCE Neg row,
+    the hardest in-batch negative."""
+
+    name = "hardest"
+
+    def __call__(self, batch: GroupScores) -> torch.Tensor:
+        scores = batch.scores / self.temperature
+        positive = scores.gather(1, batch.targets[:, None])[:, 0]
+        hardest = scores.scatter(1, batch.targets[:, None], float("-inf")).max(1).values
+        return F.softplus(hardest - positive).mean()
+
+
+@register_loss
 class BCELoss(ContrastiveLoss):
     """Pointwise binary cross-entropy on the logits ``score / temperature`` of each query's own group: the
     positive labelled 1, its negatives 0, averaged over every (query, passage) pair (in-batch passages unused).

@@ -130,6 +130,11 @@ class BM25Negatives(CandidateNegatives):
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        return cls(data.docids, cls.bm25_candidates(config, data, run, dist), config.negatives.depth)
+
+    @staticmethod
+    def bm25_candidates(config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> dict[str, list[str]]:
+        """Each training query's BM25 top ``negatives.depth``, judged passages removed (searched by rank 0)."""
         def search() -> dict[str, list[str]]:
             from ance_ir.bm25 import bm25_negatives, build_lucene_index
 
@@ -139,7 +144,7 @@ class BM25Negatives(CandidateNegatives):
             exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
             return bm25_negatives(index, data.queries, exclude, depth=config.negatives.depth)
 
-        return cls(data.docids, dist.on_main(search), config.negatives.depth)
+        return dist.on_main(search)
 
 
 @register_negatives
@@ -148,6 +153,36 @@ class DPRNegatives(BM25Negatives):
 
     name = "dpr"
     forces_in_batch = True
+
+
+@register_negatives
+class BM25RandNegatives(BM25Negatives):
+    """Each negative from BM25's top ``negative_depth`` with probability ``bm25_share``, else uniform over the corpus
+    (the ANCE paper's BM25 + Rand rows)."""
+
+    name = "bm25-rand"
+    options = {"bm25_share": 0.5}
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        super().check_config(config)
+        share = config.negatives.options["bm25_share"]
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise ConfigError("negatives.bm25_share", f"must be a probability in [0, 1], got {share!r}")
+
+    def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int, share: float):
+        super().__init__(docids, candidates, depth)
+        self.share = share
+
+    @classmethod
+    def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        return cls(data.docids, cls.bm25_candidates(config, data, run, dist), config.negatives.depth,
+                   config.negatives.options["bm25_share"])
+
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        from_bm25 = sum(rng.random() < self.share for _ in range(n))
+        pool = [d for d in self.candidates.get(qid, ())[:self.depth] if d not in exclude]
+        return self.random_fill(qid, rng.sample(pool, min(from_bm25, len(pool))), exclude, n, rng)
 
 
 @register_negatives
