@@ -48,6 +48,23 @@ def test_rrf_by_hand():
     assert [d for d, _ in reciprocal_rank_fusion([a, b], rrf_k=60)["q"]] == ["x", "z", "y"]
 
 
+@pytest.mark.parametrize(("depth", "k"), [(None, None), (10, 15)])
+def test_rrf_matches_pyserini(depth, k):
+    from pyserini.fusion import reciprocal_rank_fusion as pyserini_rrf
+    from pyserini.trectools import TrecRun
+
+    runs = [_random_run(seed) for seed in (1, 2, 3)]
+    runs[2]["q3"] = [("d1", 1.0), ("d2", 0.5)]  # a query only one run has
+    trec = [TrecRun.from_list([(q, "Q0", d, rank, s, "r") for q, hits in run.items()
+                               for rank, (d, s) in enumerate(hits, start=1)]) for run in runs]
+    theirs = pyserini_rrf(trec, rrf_k=60, depth=depth, k=k).run_data
+    ours = reciprocal_rank_fusion(runs, rrf_k=60, depth=depth, k=k)
+    for qid in ("q1", "q2", "q3"):
+        rows = theirs[theirs["topic"] == qid]
+        assert [d for d, _ in ours[qid]] == list(rows["docid"])
+        assert [s for _, s in ours[qid]] == pytest.approx(list(rows["score"]))
+
+
 def test_cli(tmp_path):
     write_run(_random_run(1), tmp_path / "a.trec")
     write_run(_random_run(2), tmp_path / "b.trec")
