@@ -69,6 +69,7 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.cli_startup --output docs/bench.md
 	$(BENCH) bench.splade_speed --output docs/bench.md
 	$(BENCH) bench.grad_cache_memory --output docs/bench.md
+	$(BENCH) bench.fusion_speed --output docs/bench.md
 	$(BIN)/python -m experiments.rag24_distill teacher
 	$(BENCH) bench.task_throughput --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
