@@ -70,6 +70,7 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.splade_speed --output docs/bench.md
 	$(BENCH) bench.grad_cache_memory --output docs/bench.md
 	$(BENCH) bench.fusion_speed --output docs/bench.md
+	$(BENCH) bench.table5 --output docs/bench.md
 	$(BIN)/python -m experiments.rag24_distill teacher
 	$(BENCH) bench.task_throughput --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
