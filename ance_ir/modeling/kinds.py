@@ -16,6 +16,8 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
 
 * ``splade``: vocabulary-sized term weights from an MLM head; ``index`` ``"impact"``: a Lucene impact index
   through Pyserini (:class:`~ance_ir.modeling.splade.Splade`).
+* ``deepct``: a weight for each word of a passage (its predicted query term recall); ``index`` ``"impact"`` as
+  SPLADE's, queries as their words (:class:`~ance_ir.modeling.deepct.DeepCT`).
 
 A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
 :func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
@@ -71,6 +73,7 @@ def kind_class(kind: str) -> type:
     """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
     import ance_ir.modeling.colbert  # noqa: F401 - registers the built-in kinds
     import ance_ir.modeling.cross_encoder  # noqa: F401
+    import ance_ir.modeling.deepct  # noqa: F401
     import ance_ir.modeling.encoder  # noqa: F401
     import ance_ir.modeling.mebert  # noqa: F401
     import ance_ir.modeling.poly_encoder  # noqa: F401

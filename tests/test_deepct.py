@@ -1,0 +1,112 @@
+"""DeepCT (model kind ``deepct``, ``task: deepct``): term recall targets by hand, word weights from the first word
+piece, save/load, training, the rewritten passage, and its impact index searched through Pyserini."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, run_main
+from test_train_run import toy_config, training_records
+
+from ance_ir.encode.__main__ import main as encode_main
+from ance_ir.modeling.deepct import DeepCT, rewrite, term_recall, words
+from ance_ir.modeling.kinds import load_model, saved_kind
+from ance_ir.search.__main__ import main as search_main
+from ance_ir.train import train
+from ance_ir.train.layout import RunDir
+
+
+def test_term_recall_is_the_share_of_relevant_queries_containing_the_word():
+    recall = term_recall("The cat sat on the mat; the CAT purred.", ["cat on a mat", "a cat", "dog"])
+    assert recall == pytest.approx({"the": 0.0, "cat": 2 / 3, "sat": 0.0, "on": 1 / 3, "mat": 1 / 3, "purred": 0.0})
+    assert words("Don't stop-me now") == ["don", "t", "stop", "me", "now"]
+
+
+def test_rewrite_repeats_each_word_by_its_scaled_weight():
+    assert rewrite({"cat": 0.034, "mat": 0.011, "the": 0.004}, 100) == "cat cat cat mat"
+
+
+def constant_model(toy_bert, bias: float) -> DeepCT:
+    """A DeepCT model whose head outputs ``bias`` for every word piece."""
+    model = load_model(toy_bert, "deepct", max_length=32)
+    with torch.no_grad():
+        model.head.weight.zero_()
+        model.head.bias.fill_(bias)
+    return model
+
+
+def test_word_weights_come_from_each_words_first_piece_and_are_cut_with_the_text(toy_bert):
+    model = constant_model(toy_bert, 0.25)
+    weights = model.encode_passages(["the cat sat on the mat", "bread"])
+    assert weights == [dict.fromkeys(["the", "cat", "sat", "on", "mat"], 0.25), {"bread": 0.25}]
+    model.max_length = 5  # [CLS] + 3 words + [SEP]: the rest are cut, weight 0, left out
+    assert set(model.encode_passages(["the cat sat on the mat"])[0]) == {"the", "cat", "sat"}
+    assert model.encode_queries(["Cat mat cat"]) == [{"cat": 1.0, "mat": 1.0}]
+    assert constant_model(toy_bert, -1.0).encode_passages(["the cat"]) == [{}]  # negative weights: no impact
+
+
+def test_save_and_load_give_the_same_weights(toy_bert, tmp_path):
+    torch.manual_seed(0)
+    model = load_model(toy_bert, "deepct", max_length=32)
+    model.save_pretrained(tmp_path / "deepct")
+    again = load_model(tmp_path / "deepct")
+    assert saved_kind(tmp_path / "deepct") == "deepct" and isinstance(again, DeepCT) and again.max_length == 32
+    texts = list(TOY_PASSAGES.values())
+    assert again.encode_passages(texts) == model.encode_passages(texts)
+
+
+def test_the_task_learns_term_recall_and_resumes_exactly(toy, tmp_path):
+    settings = {"task.name": "deepct", "model": None, "negatives": "random", "eval_topics": None,
+                "eval_qrels": None, "refresh_every": 0, "max_steps": 40, "batch_size": 2, "lr": 3e-3,
+                "pooling": None, "query_max_length": None, "passage_max_length": None}
+    straight = tmp_path / "straight"
+    train(toy_config(toy, straight, **{**settings, "model": str(toy / "bert-nodrop")}))
+    losses = [r["loss"] for r in training_records(straight)]
+    assert len(losses) == 40 and all(map(math.isfinite, losses))
+    assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+    trained = load_model(RunDir(straight).final)
+    weights = trained.encode_passages([TOY_PASSAGES["d1"]])[0]
+    relevant = [TOY_TOPICS[q] for q, judged in TOY_QRELS.items() if judged.get("d1", 0) >= 1]
+    recall = term_recall(TOY_PASSAGES["d1"], relevant)
+    best = max(recall, key=recall.get)
+    assert weights.get(best, 0.0) > max((w for t, w in weights.items() if recall[t] == 0), default=0.0)
+
+    paused = tmp_path / "paused"
+    config = {**settings, "model": str(toy / "bert-nodrop"), "max_steps": 10}
+    train(toy_config(toy, paused, stop_at=4, **config))
+    train(toy_config(toy, paused, **config))
+    train(toy_config(toy, tmp_path / "ten", **config))
+    assert [r["loss"] for r in training_records(paused)] == [r["loss"] for r in training_records(tmp_path / "ten")]
+
+
+def test_refuses_training_data_without_judged_pairs(toy, tmp_path):
+    with pytest.raises(ValueError, match="data.source: DeepCT learns term recall"):
+        toy_config(toy, tmp_path / "run", **{"task.name": "deepct", "data_source": "simcse", "negatives": "random",
+                                             "pooling": None, "query_max_length": None,
+                                             "passage_max_length": None, "eval_topics": None, "eval_qrels": None})
+
+
+def test_an_impact_index_of_deepct_weights_is_searched_through_pyserini(toy, toy_bert, tmp_path, capsys):
+    model = constant_model(toy_bert, 0.05)
+    model.save_pretrained(tmp_path / "deepct")
+    index = tmp_path / "index"
+    code, err = run_main(encode_main, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(tmp_path / "deepct"),
+                         "--output", str(index), "--quiet", capsys=capsys)
+    assert code == 0, err
+    meta = json.loads((index / "meta.json").read_text())
+    assert meta["scale"] == 100
+    out = tmp_path / "run.trec"
+    code, err = run_main(search_main, "--index", str(index), "--topics", str(toy / "topics.tsv"), "--output",
+                         str(out), "--hits", "3", capsys=capsys)
+    assert code == 0, err
+    lines = [line.split() for line in out.read_text().splitlines()]
+    # every word has impact 5 (= round(100 * 0.05)): a passage scores 5 per distinct query word it holds
+    query_words = set(words(TOY_TOPICS["q1"]))
+    expected = {d: 5 * len(query_words & set(words(t))) for d, t in TOY_PASSAGES.items()}
+    assert sum(line[0] == "q1" for line in lines) == 3
+    for qid, _, docid, _, score, _ in lines:
+        if qid == "q1":
+            assert float(score) == pytest.approx(100 * expected[docid])
