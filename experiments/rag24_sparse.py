@@ -72,6 +72,14 @@ def splade_finetuned() -> str:
     return str(model / "final")
 
 
+def deepct_trained() -> str:
+    """DeepCT on bert-tiny, trained on the training topics' term recall (``configs/rag24-mini/deepct.yaml``)."""
+    model = WORK / "deepct"
+    if not (model / "final").is_dir():
+        sh(py("ance_ir.train", "--config", "configs/rag24-mini/deepct.yaml", "--output", str(model), "--no-progress"))
+    return str(model / "final")
+
+
 SYSTEMS = [
     System("bm25", "BM25 (k1 = 0.9, b = 0.4)", "bm25", bm25_index("rag24-mini")),
     System("bm25-tuned", "BM25, k1 and b tuned on train", "bm25", bm25_index("rag24-mini"), tune=True),
@@ -79,6 +87,8 @@ SYSTEMS = [
            impact_index(lambda: "splade-tiny"), impact=True),
     System("splade-ft", "SPLADE-tiny fine-tuned on train (impact index)", "splade-ft",
            impact_index(splade_finetuned), impact=True),
+    System("deepct", "DeepCT (bert-tiny trained on train; impact index, queries as words)", "deepct",
+           impact_index(deepct_trained), impact=True),
 ]
 
 
