@@ -181,3 +181,12 @@ def test_output_that_is_a_file_is_one_line(tmp_path, capsys):
 def test_every_rag24_config_is_a_valid_config(path):
     config = build_config(path, {})
     assert config.data.corpus == "rag24-mini"
+
+
+def test_the_settings_table_of_configs_readme_is_what_its_snippet_prints(capsys):
+    import re
+
+    text = (CONFIGS / "README.md").read_text(encoding="utf-8")
+    snippet = re.search(r"<summary>The snippet that writes this table</summary>\n\n```python\n(.*?)```", text, re.S)
+    exec(snippet.group(1), {})  # noqa: S102 - the documented snippet itself
+    assert capsys.readouterr().out.rstrip("\n") in text

@@ -358,3 +358,20 @@ def test_a_denoising_refresh_leaves_out_what_the_cross_encoder_scores_high(strai
     assert denoised == expected and record["denoised"] == len(scores) - sum(map(len, expected.values())) > 0
     with pytest.raises(ValueError, match="needs both a cross-encoder"):
         toy_config(toy, tmp_path / "half", **{"negatives.denoise_with": str(ranker)})
+
+
+def test_the_final_refresh_is_optional_and_a_refresh_can_keep_its_index(toy, tmp_path, capsys):
+    from ance_ir.eval import evaluate
+    from ance_ir.index import load_dense_index
+    from ance_ir.search import DenseSearcher, encoder_for_index
+
+    output = tmp_path / "run"
+    train(toy_config(toy, output, max_steps=6, refresh_every=3, refresh_final=False, keep_refresh_index=True))
+    records = RefreshRecords(RunDir(output).refresh)
+    assert records.steps() == [0, 3]  # not 6, the last step
+    kept = load_dense_index(RunDir(output).refresh / "step-00000003.index")
+    assert len(kept) == 8 and kept.meta["encoder"].endswith("step-00000003")
+    run = DenseSearcher(kept, encoder_for_index(kept, None)).search(dict(TOY_TOPICS), hits=1000)
+    qrels = {q: dict(j) for q, j in TOY_QRELS.items()}
+    record = next(r for r in records.read_all() if r["step"] == 3)
+    assert evaluate(qrels, run)["ndcg_cut_10"] == pytest.approx(record["metrics"]["ndcg_cut_10"])

@@ -45,7 +45,7 @@ from ance_ir.train.settings import (
 # from which data (refresh.mode and refresh.max_staleness do change which negatives later steps see).
 RESUMABLE = frozenset({"stop_at", "log_every", "save_every", "keep_checkpoints", "device", "progress", "threads",
                        "refresh.device", "refresh.mode", "refresh.max_staleness", "refresh.batch_size",
-                       "refresh.precision", "refresh.threads"})
+                       "refresh.precision", "refresh.threads", "refresh.final", "refresh.keep_index"})
 
 
 @dataclass

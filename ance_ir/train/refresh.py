@@ -23,7 +23,7 @@ import torch
 from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
-from ance_ir.index import DenseIndex, passage_index
+from ance_ir.index import DenseIndex, passage_index, write_dense_index
 from ance_ir.modeling.kinds import load_model
 from ance_ir.negatives.mining import mine
 from ance_ir.train.checkpoint import step_of
@@ -62,6 +62,7 @@ class RefreshJob:
     eval_hits: int
     denoise_with: str | None = None
     denoise_above: float | None = None
+    keep_index: bool = False
 
     @classmethod
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
@@ -83,7 +84,8 @@ class RefreshJob:
                    eval_topics, eval_qrels, NEGATIVE_STRATEGIES[config.negatives.name].refreshed,
                    config.negatives.depth,
                    cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits,
-                   config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"))
+                   config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"),
+                   cfg.keep_index)
 
 
 def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:
@@ -118,6 +120,12 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     lap("encode_s")
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     lap("index_s")
+    if job.keep_index:
+        meta = {"encoder": str(checkpoint), "kind": encoder.kind, "encoder_config": encoder.config.to_dict(),
+                "pooling": encoder.config.pooling, "normalize": encoder.config.normalize}
+        write_dense_index(run.refresh / f"step-{step:08d}.index", index.index, job.docids, meta,
+                          vectors_per_passage=index.vectors_per_passage)
+        lap("keep_index_s")
     record: dict[str, Any] = {"step": step, "checkpoint": str(checkpoint), "mode": mode, "device": str(device),
                               "passages": len(job.docids)}
     if job.mine:

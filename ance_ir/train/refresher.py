@@ -162,8 +162,12 @@ class Refresher(TrainingHook):
     # ---- endings ----
 
     def finish(self, step: int) -> None:
-        """The last checkpoint is refreshed too: in process (sync) or by draining the inferencer (async)."""
+        """The last checkpoint is refreshed too (unless ``refresh.final`` is off): in process (sync) or by draining
+        the inferencer (async)."""
         if not (self.ctx.dist.is_main and self.enabled and self.every > 0):
+            return
+        if not self.config.refresh.final:
+            self.stop()
             return
         if self.config.refresh.mode == "sync":
             self._refresh_in_process(step)

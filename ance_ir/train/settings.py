@@ -191,6 +191,11 @@ class RefreshSection(Section):
                               "inferencer_device")
     threads: int | None = _opt(None, "torch CPU threads of the async inferencer (default: torch's choice); "
                                      "trainer + inferencer threads should not exceed the cores", "inferencer_threads")
+    final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
+                       "refresh_final")
+    keep_index: bool = _opt(False, "keep each refresh's faiss index as a dense index folder, refresh/step-N.index/ "
+                                   "(searchable by python -m ance_ir.search; the final one saves an encode)",
+                            "keep_refresh_index")
     eval_topics: str | None = _opt(None, "topics evaluated at each refresh (e.g. rag24-mini-test)", "eval_topics")
     eval_qrels: str | None = _opt(None, "qrels for eval_topics (default: the qrels named like the topics)",
                                   "eval_qrels")
