@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -375,3 +376,30 @@ def test_the_final_refresh_is_optional_and_a_refresh_can_keep_its_index(toy, tmp
     qrels = {q: dict(j) for q, j in TOY_QRELS.items()}
     record = next(r for r in records.read_all() if r["step"] == 3)
     assert evaluate(qrels, run)["ndcg_cut_10"] == pytest.approx(record["metrics"]["ndcg_cut_10"])
+
+
+def test_reencode_rows_take_the_priority_ones_then_the_oldest():
+    from ance_ir.train.refresh import reencode_rows
+
+    steps = np.array([5, 0, 5, 3, 0, 5, 5, 5])
+    assert reencode_rows(steps, [6, 2], 0.5).tolist() == [1, 2, 4, 6]  # 2 priority + the 2 oldest (rows 1, 4)
+    assert reencode_rows(steps, [6, 2, 0, 7, 5], 0.25).tolist() == [0, 2, 5, 6, 7]  # the priority set beyond the share
+
+
+def test_a_partial_refresh_keeps_the_other_passages_vectors(toy, tmp_path):
+    from ance_ir.train.store import VectorStore
+
+    output = tmp_path / "run"
+    train(toy_config(toy, output, max_steps=6, refresh_every=3, reencode_share=0.5, priority_depth=1,
+                     refresh_precision="fp32"))
+    records = {r["step"]: r for r in RefreshRecords(RunDir(output).refresh).read_all()}
+    assert records[0]["reencoded"] == 1.0 and records[0]["vector_age_max"] == 0
+    assert all(0.5 <= records[s]["reencoded"] < 1.0 for s in (3, 6))
+    vectors, steps = VectorStore(RunDir(output).refresh).load(8)
+    assert set(steps.tolist()) <= {0, 3, 6} and (steps == 6).sum() == round(8 * records[6]["reencoded"])
+    assert records[6]["vector_age_max"] == 6 - steps.min()
+    texts = [p.text for p in iter_corpus(toy / "corpus.jsonl")]
+    for step in set(steps.tolist()):
+        model = DenseEncoder.from_pretrained(list_checkpoints(RunDir(output))[[0, 3, 6].index(step)])
+        rows = np.flatnonzero(steps == step)
+        np.testing.assert_allclose(vectors[rows], model.encode_passages([texts[i] for i in rows]), atol=1e-5)

@@ -30,7 +30,7 @@ from ance_ir.train.checkpoint import step_of
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
-from ance_ir.train.store import NegativesStore, RefreshRecords
+from ance_ir.train.store import NegativesStore, RefreshRecords, VectorStore
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -63,6 +63,8 @@ class RefreshJob:
     denoise_with: str | None = None
     denoise_above: float | None = None
     keep_index: bool = False
+    reencode_share: float = 1.0
+    priority_depth: int = 20
 
     @classmethod
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
@@ -85,7 +87,7 @@ class RefreshJob:
                    config.negatives.depth,
                    cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits,
                    config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"),
-                   cfg.keep_index)
+                   cfg.keep_index, cfg.reencode_share, cfg.priority_depth)
 
 
 def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:
@@ -116,7 +118,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
 
     encoder = load_model(checkpoint).to(device)
     lap("load_s")
-    vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision)
+    vectors, encoding = refreshed_vectors(encoder, job, run, step)
     lap("encode_s")
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     lap("index_s")
@@ -127,7 +129,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
                           vectors_per_passage=index.vectors_per_passage)
         lap("keep_index_s")
     record: dict[str, Any] = {"step": step, "checkpoint": str(checkpoint), "mode": mode, "device": str(device),
-                              "passages": len(job.docids)}
+                              "passages": len(job.docids), **encoding}
     if job.mine:
         qids = list(job.queries)
         query_vectors = encoder.encode_queries([job.queries[q] for q in qids], batch_size=job.batch_size,
@@ -158,6 +160,49 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
                   finished=round(time.time(), 3))
     RefreshRecords(run.refresh).write(record)
     return record
+
+
+def reencode_rows(steps: np.ndarray, priority: list[int], share: float) -> np.ndarray:
+    """The rows a partial refresh re-encodes: every ``priority`` row (those near the training queries), then the
+    least recently encoded others (the smallest ``steps``, then by row) until ``share`` of all rows."""
+    budget = max(len(set(priority)), int(np.ceil(share * len(steps))))
+    chosen = np.zeros(len(steps), dtype=bool)
+    chosen[priority] = True
+    rest = np.flatnonzero(~chosen)
+    oldest = rest[np.lexsort((rest, steps[rest]))][:budget - int(chosen.sum())]
+    chosen[oldest] = True
+    return np.flatnonzero(chosen)
+
+
+def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """The corpus vectors of a refresh, and what its record says about them.
+
+    With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
+    the corpus is re-encoded (:func:`reencode_rows`): the judged positives of the training queries and the top
+    ``job.priority_depth`` passages of their latest published negatives, then the passages encoded longest ago; the
+    others keep their earlier vectors. The record gives the share re-encoded and the vectors' age in steps."""
+    store = VectorStore(run.refresh)
+    kept = store.load(len(job.docids)) if job.reencode_share < 1 else None
+    if kept is None:
+        vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision)
+        steps = np.full(len(job.docids), step, dtype=np.int64)
+        rows = np.arange(len(job.docids))
+    else:
+        vectors, steps = kept
+        row = {d: i for i, d in enumerate(job.docids)}
+        latest = NegativesStore(run.negatives).latest()
+        mined = NegativesStore(run.negatives).load(latest) if latest is not None else {}
+        priority = [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]]
+        priority += [row[d] for docids in job.positives.values() for d in docids]
+        rows = reencode_rows(steps, priority, job.reencode_share)
+        vectors[rows] = encoder.encode_passages([job.passages[i] for i in rows], batch_size=job.batch_size,
+                                                precision=job.precision)
+        steps[rows] = step
+    if job.reencode_share < 1:
+        store.save(vectors, steps)
+    age = step - steps
+    return vectors, {"reencoded": round(len(rows) / len(job.docids), 4), "vector_age_mean": round(float(age.mean()), 1),
+                     "vector_age_max": int(age.max())}
 
 
 def denoise_groups(groups: list[TrainingGroup], job: RefreshJob,

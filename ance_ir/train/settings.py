@@ -191,6 +191,12 @@ class RefreshSection(Section):
                               "inferencer_device")
     threads: int | None = _opt(None, "torch CPU threads of the async inferencer (default: torch's choice); "
                                      "trainer + inferencer threads should not exceed the cores", "inferencer_threads")
+    reencode_share: float = _opt(1.0, "share of the corpus a refresh re-encodes (1: all). Below 1: the training "
+                                      "queries' positives and top priority_depth negatives, then the passages "
+                                      "encoded longest ago; the rest keep their vectors (the first refresh encodes "
+                                      "all)", "reencode_share")
+    priority_depth: int = _opt(20, "partial refresh: each training query's top N latest negatives are always "
+                                   "re-encoded", "priority_depth")
     final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
                        "refresh_final")
     keep_index: bool = _opt(False, "keep each refresh's faiss index as a dense index folder, refresh/step-N.index/ "
@@ -204,7 +210,9 @@ class RefreshSection(Section):
         self._one_of("mode", REFRESH_MODES)
         self._one_of("precision", INFERENCE_PRECISIONS)
         self._one_of("index_type", INDEX_TYPES)
-        self._at_least(1, "batch_size", "hits", "threads")
+        self._at_least(1, "batch_size", "hits", "threads", "priority_depth")
+        if not 0 < self.reencode_share <= 1:
+            raise ConfigError(self.qualified("reencode_share"), f"must be in (0, 1], got {self.reencode_share}")
         self._at_least(0, "every", "max_staleness")
         if self.max_staleness is not None and self.every == 0:
             raise ConfigError(self.qualified("max_staleness"), "needs refresh.every > 0 (no newer negatives "

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ance_ir.data import InputError, TrainingGroup, atomic_write, read_groups, write_groups
 from ance_ir.train.layout import RunDir
 
@@ -59,6 +61,26 @@ class NegativesStore:
             return {g.query_id: [p.docid for p in g.negatives] for g in read_groups(path)}
         except (OSError, EOFError) as e:
             raise InputError(path, f"unreadable negatives ({e})") from None
+
+
+class VectorStore:
+    """The corpus vectors of the latest refresh and the checkpoint step that encoded each row, in one file
+    (``refresh/vectors.npz``): what a partial refresh keeps for the passages it does not re-encode."""
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / "vectors.npz"
+
+    def load(self, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The stored vectors and steps, or None when there are none for a corpus of ``rows`` passages."""
+        if not self.path.is_file():
+            return None
+        with np.load(self.path) as stored:
+            vectors, steps = stored["vectors"], stored["steps"]
+        return (vectors, steps) if len(vectors) == len(steps) == rows else None
+
+    def save(self, vectors: np.ndarray, steps: np.ndarray) -> None:
+        with atomic_write(self.path, "wb") as f:
+            np.savez(f, vectors=vectors, steps=steps)
 
 
 class RefreshRecords:
