@@ -163,8 +163,8 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
 
 
 def reencode_rows(steps: np.ndarray, priority: list[int], share: float) -> np.ndarray:
-    """The rows a partial refresh re-encodes: every ``priority`` row (those near the training queries), then the
-    least recently encoded others (the smallest ``steps``, then by row) until ``share`` of all rows."""
+    """The rows a partial refresh re-encodes: every ``priority`` row (the training queries' latest top negatives),
+    then the least recently encoded others (the smallest ``steps``, then by row) until ``share`` of all rows."""
     budget = max(len(set(priority)), int(np.ceil(share * len(steps))))
     chosen = np.zeros(len(steps), dtype=bool)
     chosen[priority] = True
@@ -178,9 +178,10 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int) -> 
     """The corpus vectors of a refresh, and what its record says about them.
 
     With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
-    the corpus is re-encoded (:func:`reencode_rows`): the judged positives of the training queries and the top
-    ``job.priority_depth`` passages of their latest published negatives, then the passages encoded longest ago; the
-    others keep their earlier vectors. The record gives the share re-encoded and the vectors' age in steps."""
+    the corpus is re-encoded (:func:`reencode_rows`): the top ``job.priority_depth`` passages of the training
+    queries' latest published negatives (judged passages are never mined, so they need no fresh vector), then the
+    passages encoded longest ago; the others keep their earlier vectors. The record gives the share re-encoded and
+    the vectors' age in steps."""
     store = VectorStore(run.refresh)
     kept = store.load(len(job.docids)) if job.reencode_share < 1 else None
     if kept is None:
@@ -192,9 +193,8 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int) -> 
         row = {d: i for i, d in enumerate(job.docids)}
         latest = NegativesStore(run.negatives).latest()
         mined = NegativesStore(run.negatives).load(latest) if latest is not None else {}
-        priority = [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]]
-        priority += [row[d] for docids in job.positives.values() for d in docids]
-        rows = reencode_rows(steps, priority, job.reencode_share)
+        rows = reencode_rows(steps, [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]],
+                             job.reencode_share)
         vectors[rows] = encoder.encode_passages([job.passages[i] for i in rows], batch_size=job.batch_size,
                                                 precision=job.precision)
         steps[rows] = step

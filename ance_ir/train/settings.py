@@ -192,9 +192,9 @@ class RefreshSection(Section):
     threads: int | None = _opt(None, "torch CPU threads of the async inferencer (default: torch's choice); "
                                      "trainer + inferencer threads should not exceed the cores", "inferencer_threads")
     reencode_share: float = _opt(1.0, "share of the corpus a refresh re-encodes (1: all). Below 1: the training "
-                                      "queries' positives and top priority_depth negatives, then the passages "
-                                      "encoded longest ago; the rest keep their vectors (the first refresh encodes "
-                                      "all)", "reencode_share")
+                                      "queries' top priority_depth latest negatives, then the passages encoded "
+                                      "longest ago; the rest keep their vectors (the first refresh encodes all)",
+                                 "reencode_share")
     priority_depth: int = _opt(20, "partial refresh: each training query's top N latest negatives are always "
                                    "re-encoded", "priority_depth")
     final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
