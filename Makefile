@@ -71,6 +71,8 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.grad_cache_memory --output docs/bench.md
 	$(BENCH) bench.fusion_speed --output docs/bench.md
 	$(BENCH) bench.table5 --output docs/bench.md
+	$(BENCH) bench.refresh_partial --model bert-tiny --output docs/bench.md
+	$(BENCH) bench.refresh_partial --model minilm --output docs/bench.md
 	$(BIN)/python -m experiments.rag24_distill teacher
 	$(BENCH) bench.task_throughput --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
