@@ -70,6 +70,7 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.splade_speed --output docs/bench.md
 	$(BENCH) bench.grad_cache_memory --output docs/bench.md
 	$(BENCH) bench.fusion_speed --output docs/bench.md
+	$(BENCH) bench.colbert_latency --output docs/bench.md
 	$(BENCH) bench.table5 --output docs/bench.md
 	$(BENCH) bench.refresh_partial --model bert-tiny --output docs/bench.md
 	$(BENCH) bench.refresh_partial --model minilm --output docs/bench.md

@@ -296,3 +296,27 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
                    "not a token index", output)
     assert_refused(run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),
                               "--shard", "0/2"), "a token index is encoded in one process", output)
+
+
+def test_colbertv2_distils_a_teachers_scores_with_kl(bert, collection, tmp_path):
+    from ance_ir.data import GroupPassage, TrainingGroup, write_groups
+
+    groups = tmp_path / "groups.jsonl"
+    teacher = {"q1": {"d1": 4.0, "d7": 1.0, "d8": -2.0}, "q2": {"d3": 4.0, "d7": -1.0, "d8": 0.5},
+               "q3": {"d5": 4.0, "d7": 0.0, "d8": -3.0}}
+    write_groups(groups, [TrainingGroup(q, TOY_TOPICS[q], (GroupPassage(pos, score=scores[pos]),),
+                                        tuple(GroupPassage(d, score=s) for d, s in scores.items() if d != pos))
+                          for (q, scores), pos in zip(teacher.items(), ("d1", "d3", "d5"), strict=True)])
+    config = settings(collection, bert, tmp_path / "run")
+    config["data"] = {**config["data"], "source": "groups", "groups": str(groups)}
+    config.update(negatives={"name": "groups"}, loss={"name": "kl"})
+    path = tmp_path / "colbertv2.yaml"
+    path.write_text(yaml.safe_dump(config))
+    train(build_config(path, {}))
+    losses = [r["loss"] for r in read_log(tmp_path / "run" / "log.jsonl") if "loss" in r]
+    assert all(map(math.isfinite, losses)) and np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+    model = load_model(tmp_path / "run" / "final")
+    for qid, scores in teacher.items():  # the student orders each group as the teacher does
+        docids = sorted(scores, key=scores.get, reverse=True)
+        student = model.score_pairs([TOY_TOPICS[qid]] * 3, [TOY_PASSAGES[d] for d in docids])
+        assert list(np.argsort(-np.asarray(student))) == [0, 1, 2], qid
