@@ -185,3 +185,38 @@ def test_a_short_pretraining_run_trains_through_the_trainer(name, settings, toy,
     losses = [r["loss"] for r in training_records(run)]
     assert len(losses) == 3 and all(loss > 0 for loss in losses)
     assert (run / "final").is_dir()
+
+
+def test_qgen_pairs_each_generated_query_with_its_passage_and_writes_topics_and_qrels(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "c.jsonl", SEGMENTS)
+    queries = tmp_path / "generated.jsonl"
+    queries.write_text(json.dumps({"docid": "a#0_1", "queries": ["how to bake  bread", "", "flour dough"]}) + "\n"
+                       + json.dumps({"docid": "b#0_4", "queries": ["stock market fall"]}) + "\n")
+    data = load("qgen", corpus, queries=str(queries))
+    assert [(q, d) for q, d, _ in examples(data)] == [("how to bake bread", "a#0_1"), ("flour dough", "a#0_1"),
+                                                      ("stock market fall", "b#0_4")]
+    assert data.exclude["qgen-0"] == {"a#0_1"}  # the passage's other queries never meet it as a negative
+    assert [q for q, _, _ in examples(load("qgen", corpus, queries=str(queries), per_passage=1))] == \
+        ["how to bake bread", "stock market fall"]
+    out = tmp_path / "qgen"
+    code, err = run_main(main, "qgen", "--corpus", str(corpus), "--option", f"queries={queries}", "--output",
+                         str(out.with_suffix(".jsonl")), "--topics-out", str(out.with_suffix(".tsv")),
+                         "--qrels-out", str(out.with_suffix(".qrels")), capsys=capsys)
+    assert code == 0, err
+    assert out.with_suffix(".tsv").read_text().splitlines()[0] == "qgen-0\thow to bake bread"
+    assert out.with_suffix(".qrels").read_text().splitlines()[2] == "qgen-2 0 b#0_4 1"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"docid": "zz", "queries": ["q"]}\n', "generated.jsonl: passage 'zz' is not in the corpus"),
+    ('{"docid": "a#0_1", "queries": "q"}\n', 'generated.jsonl:1: "queries" must be a list of strings'),
+    ('{"docid": "a#0_1", "queries": []}\n{"docid": "a#0_1", "queries": []}\n', "generated.jsonl:2: passage "
+                                                                                 "'a#0_1' is listed twice"),
+])
+def test_bad_generated_queries_are_refused_in_one_line(content, message, tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "c.jsonl", SEGMENTS)
+    (tmp_path / "generated.jsonl").write_text(content)
+    output = tmp_path / "out.jsonl"
+    assert_refused(run_main(main, "qgen", "--corpus", str(corpus), "--option",
+                            f"queries={tmp_path / 'generated.jsonl'}", "--output", str(output), capsys=capsys),
+                   message, output)

@@ -2,11 +2,15 @@
 
     python -m ance_ir.pretrain_data ict --corpus rag24-mini --output pretrain/ict.jsonl --show 10
     python -m ance_ir.pretrain_data wlp --corpus rag24-mini --option titles=first-line --output pretrain/wlp.jsonl
+    python -m ance_ir.pretrain_data qgen --corpus rag24-mini --option queries=expanded.jsonl.queries.jsonl \
+        --output qgen.jsonl --topics-out qgen.tsv --qrels-out qgen.qrels
 
 The pairs are the ones ``data.source: SOURCE`` trains on with the same ``--seed`` and options, one group a pair:
 new texts (ICT's passage without its sentence, crops) inline, corpus passages by id (``--with-text``: with their
 text too), Spider's negative as the group's negative. ``data.source: groups`` with ``negatives: groups`` trains on
 the file; pairs of one passage or document then may meet as in-batch negatives, which the source itself masks.
+``--topics-out`` and ``--qrels-out`` also write the pairs whose positive is a corpus passage as topics and qrels
+(grade 1), what ``python -m ance_ir.negatives`` mines hard negatives for (GPL's second stage).
 """
 
 from __future__ import annotations
@@ -39,12 +43,18 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--sample", type=positive_int, help="write this many pairs drawn at random (default: all)")
     parser.add_argument("--show", type=non_negative_int, default=0, help="print this many of the written pairs")
     parser.add_argument("--with-text", action="store_true", help="write corpus passages' texts too")
+    parser.add_argument("--topics-out", help="also write the pairs' queries as a topics TSV (corpus positives only)")
+    parser.add_argument("--qrels-out", help="also write the pairs as qrels, positive grade 1 (with --topics-out)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    check_output(args.output)
+    if bool(args.topics_out) != bool(args.qrels_out):
+        raise ValueError("--topics-out and --qrels-out go together")
+    for path in (args.output, args.topics_out, args.qrels_out):
+        if path:
+            check_output(path)
     options = dict(_option(text) for text in args.option)
 
     from ance_ir.data import GroupPassage, write_groups
@@ -60,12 +70,25 @@ def main(argv: list[str] | None = None) -> int:
         groups = [replace(g, positives=tuple(GroupPassage(p.docid, data.texts[p.docid]) for p in g.positives))
                   for g in groups]
     written = write_groups(args.output, groups)
+    if args.topics_out:
+        write_topics_and_qrels(groups, frozenset(data.docids), args.topics_out, args.qrels_out)
     print(f"{args.source}: {len(data.pairs)} pairs from {data.corpus_path}; wrote {written} to {args.output}",
           file=sys.stderr)
     for group in groups[:args.show]:
         positive = group.positives[0]
         print(f"{group.query_id}\tQ: {group.query}\n\tP: {positive.docid}: {data.texts[positive.docid]}")
     return 0
+
+
+def write_topics_and_qrels(groups: list, corpus: frozenset[str], topics: str, qrels: str) -> None:
+    """The groups whose positive is a corpus passage as a topics TSV and qrels (grade 1), each written atomically."""
+    from ance_ir.data import atomic_write
+
+    kept = [g for g in groups if g.positives[0].docid in corpus]
+    with atomic_write(topics) as f:
+        f.writelines(f"{g.query_id}\t{' '.join(g.query.split())}\n" for g in kept)
+    with atomic_write(qrels) as f:
+        f.writelines(f"{g.query_id} 0 {g.positives[0].docid} 1\n" for g in kept)
 
 
 if __name__ == "__main__":
