@@ -254,7 +254,7 @@ def test_search_and_rerank_with_a_compressed_index_and_the_model(saved, collecti
     reranked = tmp_path / "rerank.trec"
     done = run_module("ance_ir.rerank", "--run", str(first), "--topics", str(collection / "topics.tsv"),
                       "--corpus", str(collection / "corpus.jsonl"), "--model", str(saved), "--depth", "8",
-                      "--output", str(reranked), "--quiet")
+                      "--output", str(reranked), "--quiet", "--precision", "fp32")
     assert done.returncode == 0, done.stderr
     model = load_model(saved)
     for qid, hits in read_run(reranked).items():
