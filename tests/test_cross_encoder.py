@@ -312,7 +312,7 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
     source, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl.gz"
     write_groups(source, groups)
     done = run_module("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"),
-                      "--model", str(trained_head), "--output", str(output), "--quiet")
+                      "--model", str(trained_head), "--output", str(output), "--quiet", "--precision", "fp32")
     assert done.returncode == 0, done.stderr
     scored = read_groups(output)
     model = load_model(trained_head)
