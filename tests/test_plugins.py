@@ -55,7 +55,8 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
     run = RunDir(tmp_path / "run")
     saved = json.loads(run.config.read_text())
     assert saved["task"] == {"name": "test-symmetric", "batch_size": 2, "passage_buckets": 4, "n_negatives": 2,
-                             "in_batch": False, "grad_cache_chunk": 0, "reverse_weight": 0.25}
+                             "in_batch": False, "cross_batch": True, "grad_cache_chunk": 0,
+                             "reverse_weight": 0.25}
     assert saved["loss"]["margin"] == 0.5 and saved["negatives"]["source"] == "test-overlap"
     losses = [r["loss"] for r in map(json.loads, run.log.read_text().splitlines()) if "loss" in r]
     assert len(losses) == 4 and all(np.isfinite(losses))
@@ -75,7 +76,7 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
     # encode and search take the run folder: its final model, loaded as the plugin kind
     index = tmp_path / "index"
     encoded = run_module("ance_ir.encode", "--import", FILES[0], "--corpus", str(toy_collection["corpus"]),
-                         "--encoder", str(run.root), "--output", str(index), "--quiet")
+                         "--encoder", str(run.root), "--output", str(index), "--quiet", "--precision", "fp32")
     assert encoded.returncode == 0, encoded.stderr
     dense = load_dense_index(index)
     assert dense.meta["kind"] == "test-maxpool"

@@ -46,7 +46,8 @@ def test_weights_are_max_over_tokens_of_log1p_relu(model):
         assert torch.allclose(weights[row], expected)
     encoded = model.encode_passages(["bread"])[0]
     assert encoded and all(w > 0 for w in encoded.values())
-    assert encoded == pytest.approx({model.terms[j]: float(weights[1, j]) for j in weights[1].nonzero()[:, 0]})
+    assert encoded == pytest.approx({model.terms[j]: float(weights[1, j]) for j in weights[1].nonzero()[:, 0]},
+                                    rel=1e-5)  # batch composition moves the last bits
 
 
 def test_save_load_round_trip(model, tmp_path):

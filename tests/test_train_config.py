@@ -49,7 +49,8 @@ def test_json_config_and_round_trip(tmp_path):
     (REQUIRED + "batch_size: 8\nbatchsize: 4\n", 6, "did you mean 'batch_size'"),
     (REQUIRED + "batch_size: many\n", 5, "batch_size: must be an integer"),
     (REQUIRED + "in_batch: maybe\n", 5, "in_batch: must be true or false"),
-    (REQUIRED + "\nnegatives: hard\n", 6, "negatives.name: must be one of random, inbatch, bm25, dpr, ance, static"),
+    (REQUIRED + "\nnegatives: hard\n", 6,
+     "negatives.name: must be one of random, inbatch, bm25, dpr, bm25-rand, ance, static"),
     (REQUIRED + "precision: fp8\n", 5, "precision: must be one of fp32, bf16, fp16"),
     (REQUIRED + "negative_exclude_grade: 3\n", 5, "must not exceed min_positive_grade"),
     (REQUIRED + "lr: [1\n", 5, "not valid YAML"),  # the unclosed list, not the end of file
