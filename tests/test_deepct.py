@@ -110,3 +110,16 @@ def test_an_impact_index_of_deepct_weights_is_searched_through_pyserini(toy, toy
     for qid, _, docid, _, score, _ in lines:
         if qid == "q1":
             assert float(score) == pytest.approx(100 * expected[docid])
+
+
+@pytest.mark.parametrize(("aggregation", "cat"), [("max", 0.25), ("sum", 0.5), ("decay", 0.25 + 0.25 / 3)])
+def test_hdct_scores_windows_of_a_long_text_and_aggregates_them(toy_bert, aggregation, cat):
+    model = constant_model(toy_bert, 0.25)
+    model.max_length, model.windows, model.aggregation = 6, 3, aggregation  # 4 word pieces a window
+    text = "the cat sat on the mat dogs chase cat in the park bread flour water salt"
+    assert model.split_windows(words(text)) == [["the", "cat", "sat", "on"], ["the", "mat", "dogs", "chase"],
+                                                ["cat", "in", "the", "park"]]
+    weights = model.encode_passages([text])[0]
+    assert weights["cat"] == pytest.approx(cat) and weights["park"] == pytest.approx(0.25 / (3 if aggregation ==
+                                                                                            "decay" else 1))
+    assert "bread" not in weights  # past the third window

@@ -5,6 +5,10 @@ queries judged relevant to ``d`` that contain ``t`` (:func:`term_recall`, the tr
 A word's weight is the head's output on its first word piece, its largest over the word's occurrences, at least 0.
 Words are the lowercased ``\\w+`` runs of the text (:func:`words`), for passages and queries alike.
 
+A text longer than ``max_length`` word pieces loses its end, as in DeepCT; with ``windows`` > 1 (HDCT, Dai and
+Callan's document version) it is cut into consecutive windows of ``max_length`` pieces, the first ``windows`` are
+scored, and each word's weights over them are aggregated (``aggregation``: max, sum, or sum decayed by position).
+
 The weights go to a Lucene impact index like SPLADE's (``index = "impact"``, :mod:`ance_ir.index.impact`): each word
 of a passage with the integer ``round(scale * weight)``, DeepCT's term frequency with scale 100; a query is its
 words with weight 1, so a passage scores the sum of its query words' impacts. :func:`rewrite` writes the same term
@@ -33,6 +37,7 @@ from ance_ir.modeling.resolve import resolve_model_path, unavailable
 CONFIG_NAME = "ance_ir_deepct.json"
 HEAD_NAME = "ance_ir_deepct_head.safetensors"
 DEFAULT_MAX_LENGTH = 256
+AGGREGATIONS = ("max", "sum", "decay")
 _WORD = re.compile(r"\w+")
 
 
@@ -59,12 +64,17 @@ class DeepCT(torch.nn.Module):
 
     kind = "deepct"
     index = "impact"
-    options = {"max_length": DEFAULT_MAX_LENGTH}
+    options = {"max_length": DEFAULT_MAX_LENGTH, "windows": 1, "aggregation": "max"}
     inference_precision: str = "fp32"
 
     def __init__(self, backbone: PreTrainedModel, head: torch.nn.Linear, tokenizer: PreTrainedTokenizerBase,
-                 max_length: int):
+                 max_length: int, windows: int = 1, aggregation: str = "max"):
         super().__init__()
+        if not isinstance(windows, int) or isinstance(windows, bool) or windows < 1:
+            raise ValueError(f"windows must be a positive integer, got {windows!r}")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")
+        self.windows, self.aggregation = windows, aggregation
         positions = getattr(backbone.config, "max_position_embeddings", None)
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
             raise ValueError(f"max_length must be an integer of at least 3 tokens, got {max_length!r}")
@@ -75,10 +85,13 @@ class DeepCT(torch.nn.Module):
         self.backbone, self.head, self.tokenizer, self.max_length = backbone, head, tokenizer, max_length
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, max_length: int | None = None, **unknown: Any) -> DeepCT:
-        """Load a saved DeepCT model or start one from any encoder checkpoint (a new head)."""
+    def from_pretrained(cls, name_or_path: str | Path, max_length: int | None = None, windows: int | None = None,
+                        aggregation: str | None = None, **unknown: Any) -> DeepCT:
+        """Load a saved DeepCT model or start one from any encoder checkpoint (a new head); the settings given win
+        over the saved ones."""
         if unknown:
-            raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a deepct model (it takes max_length)")
+            raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a deepct model (it takes max_length, "
+                             "windows and aggregation)")
         path = resolve_model_path(name_or_path)
         settings_file = Path(path) / CONFIG_NAME
         saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
@@ -94,23 +107,23 @@ class DeepCT(torch.nn.Module):
         positions = getattr(backbone.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
         length = max_length if max_length is not None else saved.get("max_length", min(DEFAULT_MAX_LENGTH,
                                                                                           positions))
-        return cls(backbone, head, tokenizer, length).eval()
+        return cls(backbone, head, tokenizer, length, windows or saved.get("windows", 1),
+                   aggregation or saved.get("aggregation", "max")).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the backbone, head, tokenizer and ``ance_ir_deepct.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
             write_kind(tmp, self.kind)
-            (tmp / CONFIG_NAME).write_text(json.dumps({"max_length": self.max_length}, indent=2) + "\n",
-                                           encoding="utf-8")
+            (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
             self.tokenizer.save_pretrained(tmp)
             with _quiet():
                 self.backbone.save_pretrained(tmp)
             save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
 
     @property
-    def settings(self) -> dict[str, int]:
-        """What an impact index's ``meta.json`` records of the model."""
-        return {"max_length": self.max_length}
+    def settings(self) -> dict[str, Any]:
+        """What ``ance_ir_deepct.json`` and an impact index's ``meta.json`` record of the model."""
+        return {"max_length": self.max_length, "windows": self.windows, "aggregation": self.aggregation}
 
     @property
     def device(self) -> torch.device:
@@ -135,24 +148,55 @@ class DeepCT(torch.nn.Module):
         first = first.to(self.device)
         return tokens.gather(1, first.clamp(min=0)) * (first >= 0)
 
+    def split_windows(self, text_words: Sequence[str]) -> list[list[str]]:
+        """A text's words in consecutive windows of at most ``max_length`` word pieces (special tokens included),
+        the first ``windows`` of them; one window cut at ``max_length`` when ``windows`` is 1 (DeepCT)."""
+        if self.windows == 1:
+            return [list(text_words)]
+        pieces = self.tokenizer(list(text_words), is_split_into_words=True, add_special_tokens=False).word_ids()
+        counts = [0] * len(text_words)
+        for word in pieces:
+            counts[word] += 1
+        budget = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        out: list[list[str]] = [[]]
+        used = 0
+        for word, count in zip(text_words, counts, strict=True):
+            if out[-1] and used + count > budget:
+                if len(out) == self.windows:
+                    break
+                out.append([])
+                used = 0
+            out[-1].append(word)
+            used += count
+        return out
+
     def encode_passages(self, texts: Sequence[str], batch_size: int = 32, precision: str | None = None,
                         show_progress: bool = False) -> list[dict[str, float]]:
-        """Each passage's words with a positive weight ``{word: weight}`` (the largest over its occurrences)."""
-        split = [words(t) for t in texts]
+        """Each text's words with a positive weight ``{word: weight}``: the largest over a window's occurrences,
+        then, over the windows of a long text (HDCT), their ``aggregation``: the largest, the sum, or the sum with
+        window ``i`` (from 0) weighted ``1 / (i + 1)`` (decay)."""
+        windows = [(row, i, w) for row, text in enumerate(texts) for i, w in enumerate(self.split_windows(words(text)))]
+        order = sorted(range(len(windows)), key=lambda k: -len(windows[k][2]))
         out: list[dict[str, float]] = [{} for _ in texts]
-        order = sorted(range(len(texts)), key=lambda i: -len(split[i]))
         with evaluating(self, precision) as model:
             for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch",
                               disable=not show_progress):
-                rows = order[start:start + batch_size]
-                scores = model.word_scores(*model.tokenize([split[i] for i in rows])).float().cpu()
-                for row, values in zip(rows, scores.tolist(), strict=True):
-                    weights: dict[str, float] = {}
-                    for word, value in zip(split[row], values, strict=False):
-                        if value > weights.get(word, 0.0):
-                            weights[word] = value
-                    out[row] = weights
-        return out
+                chosen = [windows[k] for k in order[start:start + batch_size]]
+                scores = model.word_scores(*model.tokenize([w for _, _, w in chosen])).float().cpu()
+                for (row, i, window), values in zip(chosen, scores.tolist(), strict=True):
+                    self._aggregate(out[row], window, values, i)
+        return [{t: w for t, w in weights.items() if w > 0} for weights in out]
+
+    def _aggregate(self, weights: dict[str, float], window: Sequence[str], values: Sequence[float], i: int) -> None:
+        """Add window ``i``'s word weights (each word's largest, at least 0) into the text's ``weights``."""
+        local: dict[str, float] = {}
+        for word, value in zip(window, values, strict=False):
+            local[word] = max(local.get(word, 0.0), value)
+        for word, value in local.items():
+            if self.aggregation == "max":
+                weights[word] = max(weights.get(word, 0.0), value)
+            else:
+                weights[word] = weights.get(word, 0.0) + (value / (i + 1) if self.aggregation == "decay" else value)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64, precision: str | None = None,
                        show_progress: bool = False) -> list[dict[str, float]]:
