@@ -3,15 +3,18 @@ piece, save/load, training, the rewritten passage, and its impact index searched
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 
 import pytest
 import torch
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, run_main
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_main
 from test_train_run import toy_config, training_records
 
+from ance_ir.bm25.__main__ import main as bm25_main
 from ance_ir.encode.__main__ import main as encode_main
+from ance_ir.index.rewrite import main as rewrite_main
 from ance_ir.modeling.deepct import DeepCT, rewrite, term_recall, words
 from ance_ir.modeling.kinds import load_model, saved_kind
 from ance_ir.search.__main__ import main as search_main
@@ -123,3 +126,29 @@ def test_hdct_scores_windows_of_a_long_text_and_aggregates_them(toy_bert, aggreg
     assert weights["cat"] == pytest.approx(cat) and weights["park"] == pytest.approx(0.25 / (3 if aggregation ==
                                                                                             "decay" else 1))
     assert "bread" not in weights  # past the third window
+
+
+def test_the_impact_index_rewritten_for_bm25_repeats_each_word_by_its_impact(toy, toy_bert, tmp_path, capsys):
+    model = constant_model(toy_bert, 0.03)
+    model.save_pretrained(tmp_path / "deepct")
+    index = tmp_path / "index"
+    code, err = run_main(encode_main, "--corpus", str(toy / "corpus.jsonl"), "--encoder", str(tmp_path / "deepct"),
+                         "--output", str(index), "--quiet", capsys=capsys)
+    assert code == 0, err
+    corpus = tmp_path / "rewritten.jsonl"
+    code, err = run_main(rewrite_main, "--index", str(index), "--output", str(corpus), capsys=capsys)
+    assert code == 0, err
+    rewritten = {d["id"]: d["contents"] for d in map(json.loads, corpus.read_text().splitlines())}
+    assert list(rewritten) == list(TOY_PASSAGES)
+    weights = model.encode_passages(list(TOY_PASSAGES.values()))
+    for docid, weight in zip(TOY_PASSAGES, weights, strict=True):  # each word's impact: round(100 * 0.03) = 3
+        assert weight and collections.Counter(rewritten[docid].split()) == dict.fromkeys(weight, 3)
+    lucene = tmp_path / "lucene"
+    code, err = run_main(bm25_main, "index", "--corpus", str(corpus), "--output", str(lucene), capsys=capsys)
+    assert code == 0, err
+
+
+def test_rewriting_a_folder_that_is_not_an_impact_index_is_one_error_line(tmp_path, capsys):
+    out = tmp_path / "out.jsonl"
+    assert_refused(run_main(rewrite_main, "--index", str(tmp_path), "--output", str(out), capsys=capsys),
+                   "not an impact index", out)
