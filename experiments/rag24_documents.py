@@ -14,7 +14,11 @@ its best judged segment) with ``python -m ance_ir.documents derive``, cuts them 
 * for ``bert-tiny`` the paper's document rows, trained on FirstP documents of the training topics as the paper
   trains them: BM25 Neg (600 steps) and ANCE (300 BM25 Neg steps, then 300 with asynchronous ANN refreshes every
   100 steps), each evaluated FirstP and MaxP. The settings are Table 1's ``bert-tiny`` family
-  (``experiments.rag24_table1``).
+  (``experiments.rag24_table1``);
+* DeepCT and HDCT over whole documents: the DeepCT model of the sparse report (``experiments.rag24_sparse``, bert-tiny
+  trained on the passages' term recall) weighs each document's words from its first 256 word pieces (DeepCT) or
+  from its first four windows of 256, each word's largest weight (HDCT, ``model.windows: 4``); documents are
+  rewritten with each word repeated by its impact and searched with BM25 at the sparse report's tuned k1 and b.
 
 Every step is a package CLI, printed as it runs; finished steps are skipped, so an interrupted run continues.
 Work files go to ``train-runs/documents/`` (git-ignored).
@@ -132,14 +136,41 @@ def trained_rows(seed: int) -> None:
         dense_rows(model, str(out), row, seed)
 
 
-def run(seeds: list[int]) -> None:
+def deepct_rows() -> None:
+    """DeepCT (one window) and HDCT (four windows, max) weights of whole documents, rewritten, searched by BM25."""
+    import json
+
+    from ance_ir.modeling.kinds import load_model
+    from experiments.rag24_sparse import STATS, deepct_trained
+
+    tuned = json.loads(STATS.read_text())["deepct-bm25"]
+    for row, windows_ in (("deepct", 1), ("hdct", 4)):
+        if run_path(row, "whole").is_file():
+            continue
+        model, impact, corpus, index = (WORK / f"{row}{suffix}" for suffix in (
+            "-model", "-impact", "-rewritten.jsonl", "-bm25"))
+        if not model.is_dir():
+            load_model(deepct_trained(), "deepct", windows=windows_, aggregation="max").save_pretrained(model)
+        if not impact.is_dir():
+            sh(py("ance_ir.encode", "--corpus", str(WORK / "corpus.jsonl"), "--encoder", str(model), "--output",
+                  str(impact), "--quiet"))
+        if not corpus.is_file():
+            sh(py("ance_ir.index.rewrite", "--index", str(impact), "--output", str(corpus)))
+        if not index.is_dir():
+            sh(py("ance_ir.bm25", "index", "--corpus", str(corpus), "--output", str(index)))
+        sh(py("ance_ir.bm25", "search", "--index", str(index), "--topics", "rag24-mini-test", "--k1",
+              str(tuned["k1"]), "--b", str(tuned["b"]), "--hits", str(HITS), "--output", str(run_path(row, "whole"))))
+
+
+def run(seeds: list[int], only: list[str] | None = None) -> None:
     RUNS.mkdir(parents=True, exist_ok=True)
     prepare()
-    bm25_rows()
-    for model in MODELS.values():
-        dense_rows(model, model.name, f"{model.name}-zero-shot", None)
-    for seed in seeds:
-        trained_rows(seed)
+    parts = {"bm25": bm25_rows, "deepct": deepct_rows,
+             "zero-shot": lambda: [dense_rows(m, m.name, f"{m.name}-zero-shot", None) for m in MODELS.values()],
+             "trained": lambda: [trained_rows(seed) for seed in seeds]}
+    for name, part in parts.items():
+        if only is None or name in only:
+            part()
 
 
 def report(seeds: list[int], output: str) -> None:
@@ -150,9 +181,11 @@ def report(seeds: list[int], output: str) -> None:
 
     from bench.common import write_section
 
-    rows = ["bm25.whole", "bm25.maxp"] + [f"{model}-zero-shot.{v}" for model in MODELS for v in ("firstp", "maxp")]
+    rows = ["bm25.whole", "bm25.maxp", "deepct.whole", "hdct.whole"]
+    rows += [f"{model}-zero-shot.{v}" for model in MODELS for v in ("firstp", "maxp")]
     rows += [f"{row}.seed{seed}.{v}" for row in TRAINED for seed in seeds for v in ("firstp", "maxp")]
-    runs = [str((RUNS / f"{row}.test.trec.gz").relative_to(ROOT)) for row in rows]
+    runs = [str((RUNS / f"{row}.test.trec.gz").relative_to(ROOT)) for row in rows
+            if (RUNS / f"{row}.test.trec.gz").is_file()]
     command = ["python", "-m", "ance_ir.eval", "--qrels", str(TEST_QRELS.relative_to(ROOT)), "--run", *runs,
                "--metrics", "ndcg@10", "mrr@100", "r@100"]
     done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, check=True, capture_output=True, text=True)
@@ -164,10 +197,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["run", "report"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--only", nargs="+", choices=["bm25", "deepct", "zero-shot", "trained"],
+                        help="run: only these parts")
     parser.add_argument("--output", default="docs/documents-rag24.md", help="report: Markdown file to update")
     args = parser.parse_args()
     if args.command == "run":
-        run(args.seeds)
+        run(args.seeds, args.only)
     else:
         report(args.seeds, args.output)
 
