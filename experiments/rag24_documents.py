@@ -120,14 +120,15 @@ def dense_rows(model: Model, encoder: str, row: str, seed: int | None) -> None:
 
 
 def trained_rows(seed: int) -> None:
-    """BM25 Neg and ANCE on FirstP documents (``bert-tiny``), each evaluated FirstP and MaxP."""
+    """BM25 Neg and ANCE on FirstP documents (``bert-tiny``: whole documents cut at 512 tokens, so the training ids
+    are the qrels' document ids), each evaluated FirstP and MaxP."""
     model, family = MODELS["bert-tiny"], FAMILIES["bert-tiny"]
     for row, (flags, steps, warm) in TRAINED.items():
         out = WORK / f"{row}.seed{seed}"
         if not (out / "final").is_dir():
             start = (("--init-from", str(WORK / f"bm25.seed{seed}" / "checkpoints" / "step-00000300")) if warm
                      else ("--model", model.name, "--save-every", "300"))
-            sh(py("ance_ir.train", "--corpus", str(windows(model, "firstp")), "--train-topics", "rag24-mini-train",
+            sh(py("ance_ir.train", "--corpus", str(WORK / "corpus.jsonl"), "--train-topics", "rag24-mini-train",
                   "--train-qrels", str(TRAIN_QRELS), "--eval-topics", "rag24-mini-test", "--eval-qrels",
                   str(TEST_QRELS), "--min-positive-grade", "2", "--set",
                   f"model.passage_max_length={model.window + 2}", "--no-progress",
