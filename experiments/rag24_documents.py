@@ -110,13 +110,8 @@ def dense_rows(model: Model, encoder: str, row: str, seed: int | None) -> None:
         if not (index / "index").is_file():
             sh(py("ance_ir.encode", "--corpus", str(windows(model, variant)), "--encoder", encoder, "--output",
                   str(index), "--passage-max-length", str(model.window + 2), "--quiet", *model.encoder_flags))
-        search = ("ance_ir.search", "--index", str(index), "--qrels", str(TEST_QRELS))
-        if variant == "firstp":
-            if not run_path(row, variant, seed).is_file():
-                sh(py(*search, "--topics", "rag24-mini-test", "--hits", str(HITS),
-                      "--output", str(run_path(row, variant, seed))))
-        else:
-            pooled(run_path(row, variant, seed), search)
+        # FirstP too goes through pooling: its one window a document still carries the window id (DOCID#0)
+        pooled(run_path(row, variant, seed), ("ance_ir.search", "--index", str(index)))
 
 
 def trained_rows(seed: int) -> None:
