@@ -84,6 +84,8 @@ def test_greedy_limits_and_the_top_k_top_p_cuts(generator):
     assert ((draws >= 0) & (draws < 1)).all() and not (draws == uniforms(keys, 4)).any()
     with pytest.raises(ValueError, match="top_p in"):
         generator.generate(TEXTS, top_p=0.0)
+    with pytest.raises(ValueError, match="at most the decoder's 64 positions, got 65"):
+        generator.generate(TEXTS, max_length=65)
 
 
 def test_perplexity_is_finite_and_falls_with_training(toy, tmp_path):

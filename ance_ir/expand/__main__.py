@@ -159,10 +159,13 @@ def _generator(args: argparse.Namespace, job: dict):
         raise ValueError(f"{args.generator}: an encoder checkpoint, not a trained query generator; train one "
                          "(python -m ance_ir.train --config configs/rag24-mini/generator.yaml) or pass a "
                          "sequence-to-sequence model (castorini/doc2query-t5-base-msmarco)")
+    max_length = args.max_length or model.query_max_length
+    if model.decoder_positions and max_length > model.decoder_positions:
+        raise ValueError(f"--max-length: at most the decoder's {model.decoder_positions} positions, got {max_length}")
     model.to(device)
     name = str(Path(args.generator).resolve()) if Path(args.generator).is_dir() else args.generator
     settings = {"n": args.n, "seed": args.seed, "top_k": args.top_k, "top_p": args.top_p,
-                "temperature": args.temperature, "max_length": args.max_length or model.query_max_length,
+                "temperature": args.temperature, "max_length": max_length,
                 "batch_size": args.batch_size, "precision": precision}
     job = {**job, "source": "generator", "generator": name, "generator_sha256": model.fingerprint(),
            "generator_settings": model.settings, "sampling": settings}

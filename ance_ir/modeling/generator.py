@@ -188,8 +188,8 @@ class QueryGenerator(torch.nn.Module):
         decoder = getattr(model.config, "decoder", model.config)
         self.passage_max_length = _length("passage_max_length", passage_max_length,
                                           getattr(encoder, "max_position_embeddings", None))
-        self.query_max_length = _length("query_max_length", query_max_length,
-                                        getattr(decoder, "max_position_embeddings", None))
+        self.decoder_positions = getattr(decoder, "max_position_embeddings", None)
+        self.query_max_length = _length("query_max_length", query_max_length, self.decoder_positions)
         self.model, self.tokenizer, self.fresh = model, tokenizer, fresh
         generation = model.generation_config
         start = _first(model.config.decoder_start_token_id) if model.config.decoder_start_token_id is not None \
@@ -344,8 +344,9 @@ class QueryGenerator(torch.nn.Module):
             raise ValueError(f"top_k must be >= 0, top_p in (0, 1] and temperature > 0; got {top_k}, {top_p}, "
                              f"{temperature}")
         max_length = self.query_max_length if max_length is None else max_length
-        if max_length < 1:
-            raise ValueError(f"max_length must be at least 1, got {max_length}")
+        if max_length < 1 or (self.decoder_positions and max_length > self.decoder_positions):
+            raise ValueError(f"max_length must be at least 1 and at most the decoder's {self.decoder_positions} "
+                             f"positions, got {max_length}")
         passages = list(passages)
         lengths = [len(ids) for ids in self.tokenizer(passages, truncation=True, max_length=self.passage_max_length)
                    ["input_ids"]]

@@ -258,6 +258,8 @@ CASES = {
                                 "{F}/corpus_duplicate.jsonl:3", "duplicate id"),
     "expand-n-0": Case("expand", EXPAND + " --n 0", "", "argument --n: expected a positive integer"),
     "expand-top-p-0": Case("expand", EXPAND + " --top-p 0", "", "argument --top-p: expected a number above 0"),
+    "expand-max-length-past-positions": Case("expand", EXPAND + " --max-length 100", "",
+                                             "at most the decoder's 64 positions, got 100"),
     "expand-temperature-0": Case("expand", EXPAND + " --temperature 0", "", "argument --temperature"),
     "expand-no-source": Case("expand", "--corpus {W}/corpus.jsonl --output {T}/x.jsonl", "",
                              "one of the arguments --generator --topics is required"),
