@@ -168,8 +168,9 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
                                    ("passage_max_length", args.passage_max_length)) if v is not None}
     encoder = load_model(args.encoder, **overrides)
     if encoder.index not in ("dense", "mebert", "tokens", "impact"):
-        raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no index (it scores pairs: use "
-                         "python -m ance_ir.rerank)")
+        use = ("it writes queries: use python -m ance_ir.expand" if encoder.kind == "generator"
+               else "it scores pairs: use python -m ance_ir.rerank")
+        raise ValueError(f"{args.encoder}: a {encoder.kind!r} model writes no index ({use})")
     encoder.to(device)
     encoder.inference_precision = args.precision
     name = str(Path(args.encoder).resolve()) if Path(args.encoder).is_dir() else args.encoder

@@ -41,6 +41,7 @@ def check_components(config: TrainConfig) -> None:
     import ance_ir.train.contrastive  # noqa: F401
     import ance_ir.train.cross_encoder  # noqa: F401
     import ance_ir.train.deepct  # noqa: F401
+    import ance_ir.train.generator  # noqa: F401
     import ance_ir.train.mebert  # noqa: F401
     import ance_ir.train.poly_encoder  # noqa: F401
     import ance_ir.train.rocketqa  # noqa: F401

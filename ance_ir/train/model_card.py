@@ -54,6 +54,9 @@ def _usage(folder: Path, kind: str, sentence_transformers: bool) -> str:
                   "python -m ance_ir.search --topics TOPICS --index INDEX --output RUN"),
         "cross-encoder": (f"python -m ance_ir.rerank --run FIRST_STAGE_RUN --topics TOPICS --corpus CORPUS "
                           f"--model {folder} --output RUN"),
+        "generator": (f"python -m ance_ir.expand --corpus CORPUS --generator {folder} --n 10 "
+                      "--output EXPANDED.jsonl\n"
+                      "python -m ance_ir.bm25 index --corpus EXPANDED.jsonl --output INDEX"),
     }
     command = commands.get(kind, (f"python -m ance_ir.encode --corpus CORPUS --encoder {folder} --output INDEX   "
                                   f"# or python -m ance_ir.rerank --model {folder}"))

@@ -20,6 +20,7 @@ from ance_ir.cli import run_cli
 from ance_ir.datasets.__main__ import main as datasets_main
 from ance_ir.encode.__main__ import main as encode_main
 from ance_ir.eval.__main__ import main as eval_main
+from ance_ir.expand.__main__ import main as expand_main
 from ance_ir.fusion.__main__ import main as fusion_main
 from ance_ir.negatives.__main__ import main as negatives_main
 from ance_ir.rerank.__main__ import main as rerank_main
@@ -28,7 +29,8 @@ from ance_ir.train.__main__ import main as train_main
 
 FILES = Path(__file__).resolve().parent / "files"
 MAINS = {"bm25": bm25_main, "encode": encode_main, "search": search_main, "fusion": fusion_main, "eval": eval_main,
-         "train": train_main, "negatives": negatives_main, "rerank": rerank_main, "datasets": datasets_main}
+         "train": train_main, "negatives": negatives_main, "rerank": rerank_main, "datasets": datasets_main,
+         "expand": expand_main}
 
 NOT_UTF8_AT_151 = b"".join(b"d%d\tpassage number %d\n" % (i, i) for i in range(1, 151)) + b"d151\tcaf\xe9\n"
 TRAIN_YAML = ("output: {T}/run\nmodel: {W}/model\ncorpus: {W}/corpus.jsonl\ntrain_topics: {W}/topics.tsv\n"
@@ -50,6 +52,8 @@ SEARCH = "--topics {W}/topics.tsv --index {W}/dense --output {T}/run.trec"
 FUSION = "--runs {W}/run.trec {W}/run2.trec --output {T}/fused.trec"
 EVAL = "--qrels {W}/qrels.txt --run {W}/run.trec"
 NEGATIVES = "--topics {W}/topics.tsv --qrels {W}/qrels.txt --corpus {W}/corpus.jsonl --output {T}/groups.jsonl"
+EXPAND = "--corpus {W}/corpus.jsonl --generator {W}/gen --output {T}/x.jsonl"
+JUDGED = "--corpus {W}/corpus.jsonl --topics {W}/topics.tsv --qrels {W}/qrels.txt --output {T}/x.jsonl"
 RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl --model {W}/ce --output {T}/ce.trec"
 
 CASES = {
@@ -122,6 +126,9 @@ CASES = {
                                          "not a model folder (no config.json)", {"model": None}),
     "encode-cross-encoder-kind": Case("encode", ENCODE.replace("{W}/model", "{W}/ce"), "",
                                       "'cross-encoder' model writes no index"),
+    "encode-generator-kind": Case("encode", ENCODE.replace("{W}/model", "{W}/gen"), "",
+                                  "'generator' model writes no index (it writes queries: use python -m "
+                                  "ance_ir.expand)"),
     "encode-batch-size-0": Case("encode", ENCODE + " --batch-size 0", "", "argument --batch-size"),
     "encode-chunk-size-0": Case("encode", ENCODE + " --chunk-size 0", "", "argument --chunk-size"),
     "encode-precision-unknown": Case("encode", ENCODE + " --precision fp64", "", "unknown precision 'fp64'"),
@@ -244,6 +251,45 @@ CASES = {
                               '"negative_passages"'),
     "rerank-output-is-a-folder": Case("rerank", RERANK.replace("{T}/ce.trec", "{T}/out"), "{T}/out", "is a folder",
                                       {"out": None}),
+    # expand
+    "expand-missing-corpus": Case("expand", EXPAND.replace("{W}/corpus.jsonl", "{T}/c.jsonl"), "{T}/c.jsonl",
+                                  "no such corpus file"),
+    "expand-duplicate-id": Case("expand", EXPAND.replace("{W}/corpus.jsonl", "{F}/corpus_duplicate.jsonl"),
+                                "{F}/corpus_duplicate.jsonl:3", "duplicate id"),
+    "expand-n-0": Case("expand", EXPAND + " --n 0", "", "argument --n: expected a positive integer"),
+    "expand-top-p-0": Case("expand", EXPAND + " --top-p 0", "", "argument --top-p: expected a number above 0"),
+    "expand-max-length-past-positions": Case("expand", EXPAND + " --max-length 100", "",
+                                             "at most the decoder's 64 positions, got 100"),
+    "expand-temperature-0": Case("expand", EXPAND + " --temperature 0", "", "argument --temperature"),
+    "expand-no-source": Case("expand", "--corpus {W}/corpus.jsonl --output {T}/x.jsonl", "",
+                             "one of the arguments --generator --topics is required"),
+    "expand-generator-and-topics": Case("expand", EXPAND + " --topics {W}/topics.tsv", "",
+                                        "argument --topics: not allowed with argument --generator"),
+    "expand-unknown-hub-generator": Case("expand", EXPAND.replace("{W}/gen", "nosuch-org/nosuch-model"), "",
+                                         "model 'nosuch-org/nosuch-model'"),
+    "expand-missing-generator-folder": Case("expand", EXPAND.replace("{W}/gen", "{T}/gen"), "", "model directory"),
+    "expand-cross-encoder-kind": Case("expand", EXPAND.replace("{W}/gen", "{W}/ce"), "",
+                                      "is a 'cross-encoder' model, expected a 'generator' model"),
+    "expand-plain-encoder": Case("expand", EXPAND.replace("{W}/gen", "{W}/model"), "{W}/model",
+                                 "an encoder checkpoint, not a trained query generator"),
+    "expand-output-exists": Case("expand", EXPAND, "{T}/x.jsonl", "already exists; pass --force",
+                                 {"x.jsonl": "old"}),
+    "expand-queries-file-exists": Case("expand", EXPAND, "{T}/x.jsonl.queries.jsonl", "already exists",
+                                       {"x.jsonl.queries.jsonl": "old"}),
+    "expand-output-is-a-folder": Case("expand", EXPAND, "{T}/x.jsonl", "is a folder", {"x.jsonl": None}),
+    "expand-output-under-a-file": Case("expand", EXPAND.replace("{T}/x.jsonl", "{T}/f/x.jsonl"), "{T}/f",
+                                       "is not a folder", {"f": "a file"}),
+    "expand-output-is-the-corpus": Case("expand", EXPAND.replace("{W}/corpus.jsonl", "{T}/c.jsonl")
+                                        .replace("{T}/x.jsonl", "{T}/c.jsonl") + " --force", "{T}/c.jsonl",
+                                        "is the corpus itself", {"c.jsonl": '{"id": "d1", "contents": "x"}\n'}),
+    "expand-tsv-output": Case("expand", EXPAND.replace("x.jsonl", "x.tsv"), "{T}/x.tsv",
+                              "the expanded corpus is JSONL"),
+    "expand-topics-without-qrels": Case("expand", JUDGED.replace(" --qrels {W}/qrels.txt", ""), "",
+                                        "--topics needs --qrels"),
+    "expand-bad-qrels": Case("expand", JUDGED.replace("{W}/qrels.txt", "{F}/qrels_grade.txt"),
+                             "{F}/qrels_grade.txt:2", "relevance 'high' is not an integer"),
+    "expand-nothing-judged": Case("expand", JUDGED.replace("{W}/qrels.txt", "{F}/qrels_no_positive.txt"), "",
+                                  "no passage is judged >= 1"),
     # datasets
     "datasets-unknown-name": Case("datasets", "fetch nosuch", "", "argument name: invalid choice: 'nosuch'"),
     "datasets-no-command": Case("datasets", "", "", "the following arguments are required"),
@@ -285,6 +331,7 @@ def world(tmp_path_factory) -> Path:
     BertModel(config).save_pretrained(small)
     torch.manual_seed(0)
     load_model(root / "model", "cross-encoder").save_pretrained(root / "ce")
+    load_model(root / "model", "generator").save_pretrained(root / "gen")
     with pytest.raises(SystemExit) as done:
         run_cli(encode_main, ["--corpus", str(root / "corpus.jsonl"), "--encoder", str(root / "model"),
                               "--output", str(root / "dense"), "--quiet", "--device", "cpu"])

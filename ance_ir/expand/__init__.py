@@ -1,0 +1,216 @@
+"""doc2query expansion: each passage of a corpus with queries appended to its text, for BM25 to index.
+
+The queries come from a query generator (:class:`~ance_ir.modeling.generator.QueryGenerator`: ``n`` sampled per
+passage) or, as the upper bound, from the judged training queries themselves (:func:`judged_queries`: each passage
+judged relevant gets the text of the queries it is relevant to). Two files are written, each atomically:
+
+* ``OUTPUT``: the expanded corpus, Pyserini's JsonCollection ``{"id", "contents"}`` with the corpus's ids in its
+  order, ``contents`` the passage's text (its title first) and its queries, joined by spaces;
+* ``OUTPUT.queries.jsonl`` (:func:`queries_path`): one ``{"docid": ..., "queries": [...]}`` a passage, in corpus
+  order, which :func:`ance_ir.pretrain_data.qgen.read_generated_queries` reads (the ``qgen`` data source, GPL).
+
+Work goes in chunks of passages, each saved under ``OUTPUT.partial/`` (``chunk-00000.jsonl``: that chunk's lines of
+the queries file, written atomically; ``job.json``: what the run does) as soon as it is done. A rerun of an
+interrupted command reuses the finished chunks, and since a passage's queries depend only on its text and the
+settings (:meth:`~ance_ir.modeling.generator.QueryGenerator.generate`), it writes the same bytes an uninterrupted
+run writes; a rerun with other settings, another corpus or another generator is refused. The work folder goes once
+both files are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock, remove_stale_temporaries
+
+QUERIES_SUFFIX = ".queries.jsonl"
+JOB_FILE = "job.json"
+
+#: ``generate(passages)`` -> the queries of each passage, in order
+Generate = Callable[[Sequence[Passage]], list[list[str]]]
+
+
+def queries_path(output: str | Path) -> Path:
+    """The generated-queries file written beside the expanded corpus ``output``: ``OUTPUT.queries.jsonl``."""
+    output = Path(output)
+    return output.with_name(output.name + QUERIES_SUFFIX)
+
+
+def work_folder(output: str | Path) -> Path:
+    """Where the finished chunks of a run writing ``output`` are kept: ``OUTPUT.partial``."""
+    output = Path(output)
+    return output.with_name(output.name + ".partial")
+
+
+def expanded_text(text: str, queries: Sequence[str]) -> str:
+    """A passage's text with its queries appended, one space between each."""
+    return " ".join([text, *(q for q in queries if q)])
+
+
+def queries_line(docid: str, queries: Sequence[str]) -> str:
+    """One line of the queries file."""
+    return json.dumps({"docid": docid, "queries": list(queries)}, ensure_ascii=False) + "\n"
+
+
+def judged_queries(topics: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]], min_grade: int = 1,
+                   ) -> dict[str, list[str]]:
+    """``{docid: [query text, ...]}``: for each passage judged >= ``min_grade`` for a topic of ``topics``, the text of
+    those topics, in the topics' order (whitespace collapsed; the same text once)."""
+    out: dict[str, list[str]] = {}
+    for qid, text in topics.items():
+        for docid, grade in qrels.get(qid, {}).items():
+            if grade >= min_grade:
+                query = " ".join(text.split())
+                if query not in out.setdefault(docid, []):
+                    out[docid].append(query)
+    return out
+
+
+def mapping_digest(queries: Mapping[str, Sequence[str]]) -> str:
+    """SHA-256 of a ``{docid: queries}`` mapping (the resume record of an expansion with judged queries)."""
+    return hashlib.sha256(json.dumps(sorted(queries.items()), ensure_ascii=False).encode()).hexdigest()
+
+
+def _chunks(passages: Iterator[Passage], size: int) -> Iterator[list[Passage]]:
+    while chunk := list(islice(passages, size)):
+        yield chunk
+
+
+def _chunk_path(work: Path, number: int) -> Path:
+    return work / f"chunk-{number:05d}.jsonl"
+
+
+def _check_job(work: Path, job: dict[str, Any]) -> None:
+    path = work / JOB_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
+    for key, value in job.items():
+        if key != "corpus" and recorded.get(key) != value:
+            raise InputError(work, f"holds an unfinished expansion with a different {key} ({recorded.get(key)!r}, "
+                                   f"now {value!r}); delete it or choose another --output")
+
+
+def _finished_chunk(work: Path, number: int, docids: list[str]) -> bool:
+    """Whether chunk ``number`` is on disk; checks that it lists ``docids``."""
+    path = _chunk_path(work, number)
+    if not path.is_file():
+        return False
+    try:
+        found = [json.loads(line)["docid"] for line in path.read_text(encoding="utf-8").splitlines()]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        found = None
+    if found != docids:
+        raise InputError(path, f"does not list the corpus passages of this chunk; delete {work}")
+    return True
+
+
+def _remove_stale(output: Path, work: Path) -> None:
+    stale = remove_stale_temporaries(output) + remove_stale_temporaries(queries_path(output))
+    if work.is_dir():
+        for p in work.glob(".*.tmp"):
+            p.unlink(missing_ok=True)
+            stale.append(p)
+    if stale:
+        print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
+
+
+def check_outputs(output: str | Path, overwrite: bool) -> None:
+    """Refuse an existing output (or queries file) unless ``overwrite``, or an unfinished run's work folder is there
+    to finish (checked again under the lock)."""
+    output = Path(output)
+    if work_folder(output).is_dir() or overwrite:
+        return
+    for path in (output, queries_path(output)):
+        if path.exists():
+            raise InputError(path, "already exists; pass --force to replace it")
+
+
+def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, job: dict[str, Any], *,
+                  chunk_size: int = 1000, overwrite: bool = False, stop_after: int | None = None,
+                  show_progress: bool = True) -> dict[str, Any] | None:
+    """Expand ``corpus`` into ``output`` and its queries file, chunk by chunk, resuming from finished chunks.
+
+    ``job`` describes the settings that decide the output (checked against an unfinished run's record; its
+    ``corpus`` entry, the path, may change). ``stop_after``: stop once this many chunks were written by this call,
+    keeping them for a rerun (returns None). Returns counts of what was written.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk size must be positive, got {chunk_size}")
+    corpus, output = Path(corpus), Path(output)
+    if corpus.resolve() in (output.resolve(), queries_path(output).resolve()):
+        raise InputError(output, "is the corpus itself; write the expanded corpus to another file")
+    with output_lock(output):
+        work = work_folder(output)
+        check_outputs(output, overwrite)
+        _remove_stale(output, work)
+        total = sum(1 for _ in iter_corpus(corpus))  # every bad line is reported before any work
+        job = {**job, "chunk_size": chunk_size}
+        if work.is_dir():
+            _check_job(work, job)
+        written = resumed = 0
+        chunks: list[Path] = []
+        with tqdm(total=total, unit="passage", desc=f"expand {output.name}", disable=not show_progress,
+                  file=sys.stderr) as bar:
+            for number, chunk in enumerate(_chunks(iter(iter_corpus(corpus)), chunk_size)):
+                docids = [p.docid for p in chunk]
+                if _finished_chunk(work, number, docids):
+                    resumed += len(chunk)
+                else:
+                    if stop_after is not None and written == stop_after:
+                        bar.close()
+                        print(f"stopped after {written} chunks; rerun the same command to continue", file=sys.stderr)
+                        return None
+                    queries = generate(chunk)
+                    if len(queries) != len(chunk):
+                        raise RuntimeError(f"{len(queries)} query lists for {len(chunk)} passages")
+                    work.mkdir(parents=True, exist_ok=True)
+                    if not (work / JOB_FILE).is_file():
+                        with atomic_write(work / JOB_FILE) as f:
+                            f.write(json.dumps(job, indent=2) + "\n")
+                    with atomic_write(_chunk_path(work, number)) as f:
+                        f.writelines(queries_line(d, q) for d, q in zip(docids, queries, strict=True))
+                    written += 1
+                chunks.append(_chunk_path(work, number))
+                bar.update(len(chunk))
+        if resumed:
+            print(f"reused {resumed} of {total} passages already expanded in {work}", file=sys.stderr)
+        counts = _assemble(corpus, output, chunks)
+        shutil.rmtree(work, ignore_errors=True)
+        return counts
+
+
+def _assemble(corpus: Path, output: Path, chunks: list[Path]) -> dict[str, Any]:
+    """Write the expanded corpus, then the queries file, from the corpus and the finished chunks."""
+    passages = queries = expanded = 0
+
+    def lines() -> Iterator[tuple[str, list[str]]]:
+        for path in chunks:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                obj = json.loads(line)
+                yield obj["docid"], obj["queries"]
+
+    with atomic_write(output) as f:
+        for passage, (docid, generated) in zip(iter_corpus(corpus), lines(), strict=True):
+            if docid != passage.docid:
+                raise InputError(corpus, f"passage {passage.docid!r} where the chunks have {docid!r}; delete "
+                                         f"{work_folder(output)}")
+            f.write(json.dumps({"id": docid, "contents": expanded_text(passage.text, generated)},
+                               ensure_ascii=False) + "\n")
+            passages += 1
+            queries += len(generated)
+            expanded += bool(generated)
+    with atomic_write(queries_path(output), "wb") as f:
+        for path in chunks:
+            f.write(path.read_bytes())
+    return {"passages": passages, "expanded": expanded, "queries": queries}
