@@ -101,7 +101,8 @@ def test_perplexity_is_finite_and_falls_with_training(toy, tmp_path):
     trained = load_model(RunDir(run).final)
     assert isinstance(trained, QueryGenerator) and saved_kind(RunDir(run).final) == "generator"
     assert trained.perplexity(PAIRS) < 0.5 * start
-    assert "python -m ance_ir.expand" in (RunDir(run).final / "README.md").read_text()
+    card = (RunDir(run).final / "README.md").read_text()
+    assert "pipeline_tag: text2text-generation" in card and "python -m ance_ir.expand --corpus CORPUS" in card
 
 
 def test_the_task_resumes_exactly(toy, tmp_path):

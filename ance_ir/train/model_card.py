@@ -24,6 +24,8 @@ def _front_matter(settings: dict[str, Any], kind: str) -> str:
     if kind == "dense":
         meta["tags"].append("sentence-transformers")
         meta["pipeline_tag"] = "sentence-similarity"
+    elif kind == "generator":
+        meta["pipeline_tag"] = "text2text-generation"
     return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n"
 
 
