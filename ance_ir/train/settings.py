@@ -90,7 +90,8 @@ class ModelSection(Section):
 class DataSection(Section):
     section = "data"
     source: str = _opt("qrels", "training data source: qrels (topics + qrels), groups (JSONL training groups) or "
-                                "a pretraining source made from the corpus (ict, bfs, wlp, spider, simcse, contriever)",
+                                "a pretraining source made from the corpus (ict, bfs, wlp, spider, simcse, "
+                                "contriever); corpus: the passages alone (task: mlm)",
                        "data_source")
     corpus: str = _opt("", "corpus JSONL/TSV file or dataset name (rag24-mini)", "corpus")
     topics: str | None = _opt(None, "training topics: TSV file or name (rag24-mini-train); required by the qrels "
