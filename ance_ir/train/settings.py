@@ -120,8 +120,8 @@ class DataSection(Section):
 @dataclass
 class TaskSection(Section):
     section = "task"
-    name: str = _opt("contrastive", "training task: contrastive, cross-encoder, colbert (built in) or a plugin's",
-                     "task")
+    name: str = _opt("contrastive", "training task: contrastive, cross-encoder, colbert, mlm, moco (built in) or a "
+                                    "plugin's", "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
                                    "to its own longest (less padding, see docs/bench.md; 1: one batch)",
