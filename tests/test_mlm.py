@@ -18,7 +18,8 @@ from test_train_run import toy_config, training_records
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
 from ance_ir.modeling.mlm import MaskedLM
-from ance_ir.train import train
+from ance_ir.train import list_checkpoints, train
+from ance_ir.train.checkpoint import load_trainer_state
 from ance_ir.train.layout import RunDir
 from ance_ir.train.mlm import IGNORE, Masking, TokenMasker
 
@@ -143,3 +144,42 @@ def test_settings_it_cannot_train_with(toy, tmp_path, changes, message):
         changes = {**changes, "eval_topics": str(toy / "topics.tsv")}
     with pytest.raises(ValueError, match=re.escape(message)):
         toy_config(toy, tmp_path / "run", **settings(toy, **changes))
+
+
+def test_the_contrastive_task_adds_the_mlm_loss_of_its_passages_and_resumes_exactly(toy, tmp_path):
+    base = {"model": str(toy / "bert-nodrop"), "negatives": "random", "n_negatives": 1, "in_batch": True,
+            "eval_topics": None, "eval_qrels": None, "refresh_every": 0, "max_steps": 4}
+    joint = {**base, "task.mlm_weight": 0.5}
+    plain_run, joint_run, paused = tmp_path / "plain", tmp_path / "joint", tmp_path / "paused"
+    train(toy_config(toy, plain_run, **base))
+    train(toy_config(toy, joint_run, **joint))
+    plain, records = training_records(plain_run), training_records(joint_run)
+    assert all(r["mlm_loss"] > 0 for r in records) and not any("mlm_loss" in r for r in plain)
+    # the first step's model is the same: its loss is the contrastive loss plus half the MLM loss
+    assert records[0]["loss"] == pytest.approx(plain[0]["loss"] + 0.5 * records[0]["mlm_loss"], rel=1e-5)
+    final = RunDir(joint_run).final
+    assert saved_kind(final) == "dense"
+    trained, without = load_file(final / "model.safetensors"), load_file(RunDir(plain_run).final / "model.safetensors")
+    assert not torch.equal(trained["embeddings.word_embeddings.weight"], without["embeddings.word_embeddings.weight"])
+
+    train(toy_config(toy, paused, stop_at=2, **joint))
+    train(toy_config(toy, paused, **joint))
+    assert [(r["loss"], r["mlm_loss"]) for r in training_records(paused)] == [(r["loss"], r["mlm_loss"])
+                                                                              for r in records]
+    for name, tensor in trained.items():
+        assert torch.equal(load_file(RunDir(paused).final / "model.safetensors")[name], tensor), name
+    a = load_trainer_state(list_checkpoints(RunDir(paused))[-1])
+    b = load_trainer_state(list_checkpoints(RunDir(joint_run))[-1])
+    assert a["mlm_batches"] == b["mlm_batches"] == 4
+    for name, tensor in b["mlm_head"].items():
+        assert torch.equal(a["mlm_head"][name], tensor), name
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"task.mlm_weight": -1.0}, "task.mlm_weight: must not be negative, got -1.0"),
+    ({"task.mlm_weight": 0.5, "grad_cache_chunk": 1}, "task.mlm_weight: the joint MLM loss does not run under"),
+])
+def test_joint_settings_it_cannot_train_with(toy, tmp_path, changes, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        toy_config(toy, tmp_path / "run", negatives="random", eval_topics=None, eval_qrels=None, refresh_every=0,
+                   **changes)

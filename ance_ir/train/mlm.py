@@ -15,6 +15,9 @@ for each global row, drawn over the row's own tokens only, so they depend neithe
 processes, and a resumed run (the order's position and the batch counter are in every checkpoint) masks exactly as
 a straight one. The model is kind ``mlm`` (:class:`~ance_ir.modeling.mlm.MaskedLM`): its ``final/`` is a plain
 Hugging Face folder that ``model.name: RUN/final`` loads as the backbone of any other kind.
+
+Jointly with a paragraph task (seed 003 trains MLM along with ICT, BFS and WLP): ``task.mlm_weight`` of the
+``contrastive`` task adds that times the MLM loss of its batch's passages, masked the same way (:class:`PassageMLM`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ance_ir.train.dataset import PairStream
+from ance_ir.train.hooks import TrainingHook
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, TrainingTask, register_task
 
@@ -190,3 +194,97 @@ class MLMTask(TrainingTask):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stream.load_state_dict(state["data"])
         self.batches = state["mlm_batches"]
+
+
+# ---- joint MLM of the contrastive task (task.mlm_weight) ----
+
+
+def passage_mlm_head(start: str, backbone: torch.nn.Module) -> torch.nn.Module:
+    """The MLM head for a dense model's passage tower: the head of the starting checkpoint ``start`` when it has
+    one (else new, with a ``note:`` line), on ``backbone``; its decoder tied to ``backbone``'s input embeddings
+    where the config ties them."""
+    from transformers import AutoModelForMaskedLM
+
+    from ance_ir.modeling.cross_encoder import _quiet
+    from ance_ir.modeling.mlm import MaskedLM, mlm_head
+
+    try:
+        mlm = MaskedLM.from_pretrained(start).mlm
+    except (OSError, ValueError):  # a folder of separate towers, or no masked-LM architecture: a new head
+        with _quiet():
+            mlm = AutoModelForMaskedLM.from_config(backbone.config)
+    head = mlm_head(mlm)
+    if head is None:
+        raise ValueError(f"task.mlm_weight: the masked-LM head of {type(mlm).__name__} is not one module (BERT's "
+                         "cls, RoBERTa's lm_head); the joint MLM loss needs one")
+    decoder, embeddings = mlm.get_output_embeddings(), backbone.get_input_embeddings()
+    if getattr(mlm.config, "tie_word_embeddings", True) and decoder is not None:
+        if decoder.weight.shape != embeddings.weight.shape:
+            raise ValueError(f"task.mlm_weight: the MLM head of {start} has {tuple(decoder.weight.shape)} output "
+                             f"embeddings, the model {tuple(embeddings.weight.shape)}")
+        decoder.weight = embeddings.weight
+    return head
+
+
+class PassageMLM:
+    """The contrastive task's joint MLM loss (``task.mlm_weight``, seed 003's MLM alongside the paragraph tasks): every
+    passage of the batch, masked by BERT's rule (:class:`Masking` defaults) after the passage prefix, through the
+    passage tower's backbone and an MLM head (:func:`passage_mlm_head`, trained with the model; its weights ride in
+    the trainer state). The masks come from the seed, the batch counter and the global row, as in ``task: mlm``."""
+
+    def __init__(self, ctx: TaskContext, model: torch.nn.Module):
+        from ance_ir.train.checkpoint import resolve_init
+
+        config = ctx.config
+        start = resolve_init(config.model.init_from) if config.model.init_from else config.model.name
+        self.backbone = model.passage_tower.backbone
+        self.head = passage_mlm_head(start, self.backbone).to(ctx.device)
+        self.prefix = model.config.passage_prefix
+        self.masker = TokenMasker(model.tokenizer, Masking(), model.config.passage_max_length, config.seed)
+        self.batches = 0
+        self.losses: list[float] = []
+
+    def draw(self, texts: Sequence[str], first_row: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The next batch's masked passages (this process's ``texts``, global rows from ``first_row``)."""
+        out = self.masker([self.prefix + t for t in texts], self.batches, first_row)
+        self.batches += 1
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mlm_head": {k: v.detach().cpu() for k, v in self.head.state_dict().items()},
+                "mlm_batches": self.batches}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.head.load_state_dict(state["mlm_head"])
+        self.batches = state["mlm_batches"]
+
+
+class DualEncoderMLMModule(torch.nn.Module):
+    """``forward(queries, passage_batches, restore, mlm_inputs, positions)`` -> query vectors, passage vectors and
+    the MLM logits of the masked passages' chosen positions (one ``forward``, as DDP needs)."""
+
+    def __init__(self, encoder: torch.nn.Module, head: torch.nn.Module):
+        super().__init__()
+        from ance_ir.train.modeling import DualEncoderModule
+
+        self.dual, self.head = DualEncoderModule(encoder), head
+
+    def forward(self, queries: Mapping[str, torch.Tensor], passage_batches: Sequence[Mapping[str, torch.Tensor]],
+                restore: torch.Tensor | None, mlm_inputs: Mapping[str, torch.Tensor], positions: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        query_vectors, passages = self.dual(queries, passage_batches, restore)
+        encoder = self.dual.encoder
+        device = encoder.device
+        hidden = encoder.passage_tower.backbone(**{k: v.to(device) for k, v in mlm_inputs.items()}).last_hidden_state
+        return query_vectors, passages, self.head(hidden[positions.to(device)])
+
+
+class MLMLossLog(TrainingHook):
+    """Adds ``mlm_loss`` (the joint MLM loss, mean over the window's micro-batches of rank 0) to the log records."""
+
+    def __init__(self, mlm: PassageMLM):
+        self.mlm = mlm
+
+    def log_fields(self, steps: int) -> dict[str, Any]:
+        losses, self.mlm.losses = self.mlm.losses, []
+        return {"mlm_loss": sum(losses) / len(losses)} if losses else {}
