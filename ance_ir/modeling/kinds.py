@@ -20,6 +20,8 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
   SPLADE's, queries as their words (:class:`~ance_ir.modeling.deepct.DeepCT`).
 * ``generator``: a sequence-to-sequence model writing the queries a passage answers (doc2query); ``index`` None:
   it expands a corpus (:class:`~ance_ir.modeling.generator.QueryGenerator`, :mod:`ance_ir.expand`).
+* ``mlm``: a transformer with its masked-LM head, what ``task: mlm`` trains; ``index`` None. It is saved as a plain
+  Hugging Face folder recording no kind, so any kind starts from it (:class:`~ance_ir.modeling.mlm.MaskedLM`).
 
 A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
 :func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
@@ -79,6 +81,7 @@ def kind_class(kind: str) -> type:
     import ance_ir.modeling.encoder  # noqa: F401
     import ance_ir.modeling.generator  # noqa: F401
     import ance_ir.modeling.mebert  # noqa: F401
+    import ance_ir.modeling.mlm  # noqa: F401
     import ance_ir.modeling.poly_encoder  # noqa: F401
     import ance_ir.modeling.splade  # noqa: F401
 

@@ -1,7 +1,8 @@
 """Contriever's independent cropping (Izacard et al., 2022), in-batch (SimCLR-style) variant: two random spans of
 one passage are the query and the positive. Each span is ``ratio`` of the passage's words, ``ratio`` drawn
 uniformly from [``min_ratio``, ``max_ratio``] (Contriever: 0.1-0.5), at a uniform start; the spans may overlap.
-Passages shorter than ``min_words`` give no pair."""
+Passages shorter than ``min_words`` give no pair. The MoCo variant (a momentum key encoder and a queue of negatives)
+is ``task: moco`` (:mod:`ance_ir.train.moco`) on these pairs."""
 
 from __future__ import annotations
 

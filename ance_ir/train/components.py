@@ -43,6 +43,8 @@ def check_components(config: TrainConfig) -> None:
     import ance_ir.train.deepct  # noqa: F401
     import ance_ir.train.generator  # noqa: F401
     import ance_ir.train.mebert  # noqa: F401
+    import ance_ir.train.mlm  # noqa: F401
+    import ance_ir.train.moco  # noqa: F401
     import ance_ir.train.poly_encoder  # noqa: F401
     import ance_ir.train.rocketqa  # noqa: F401
     import ance_ir.train.splade  # noqa: F401

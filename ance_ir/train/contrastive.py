@@ -62,6 +62,8 @@ class GroupBatch:
     groups: list[Group]
     mine: list[Group]
     inputs: Any
+    #: the slice's passages masked for the joint MLM loss (``task.mlm_weight``): (inputs, labels), else None
+    mlm: Any = None
 
 
 class GroupTask(TrainingTask):
@@ -146,10 +148,13 @@ class GroupTask(TrainingTask):
 
 @register_task
 class ContrastiveTask(GroupTask):
-    """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product."""
+    """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product; with
+    ``task.mlm_weight`` > 0 plus that times BERT's MLM loss on the batch's passages (:class:`~ance_ir.train.mlm.
+    PassageMLM`, seed 003's joint pretraining)."""
 
     name = "contrastive"
     grad_cache = True
+    options = {"mlm_weight": 0.0}
     #: ``(queries, passages, group_size, in_batch, mask, teacher) -> GroupScores`` (dot products; a task scoring
     #: another kind's representations replaces it)
     score_groups = staticmethod(dense_group_scores)
@@ -157,7 +162,15 @@ class ContrastiveTask(GroupTask):
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         self.collator = Collator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
-        self._module = DualEncoderModule(model)
+        self.mlm_weight = float(ctx.config.task.options.get("mlm_weight", 0.0))  # a subclass may not declare it
+        self.mlm = None
+        if self.mlm_weight:
+            from ance_ir.train.mlm import DualEncoderMLMModule, PassageMLM
+
+            self.mlm = PassageMLM(ctx, model)
+            self._module = DualEncoderMLMModule(model, self.mlm.head)
+        else:
+            self._module = DualEncoderModule(model)
         self.refresher = Refresher(ctx, self.sampler)
         self.chunk = ctx.config.task.grad_cache_chunk
         if self.chunk and ctx.dist.enabled:
@@ -181,6 +194,12 @@ class ContrastiveTask(GroupTask):
             if index != "dense":
                 raise ConfigError("model.kind", f"{kind!r} models encode a {index!r} index; the contrastive task "
                                                 "trains dense dual encoders")
+        weight = config.task.options.get("mlm_weight", 0.0)
+        if weight < 0:
+            raise ConfigError("task.mlm_weight", f"must not be negative, got {weight}")
+        if weight and config.task.grad_cache_chunk:
+            raise ConfigError("task.mlm_weight", "the joint MLM loss does not run under the gradient cache "
+                                                 "(task.grad_cache_chunk)")
         super().check_config(config)
 
     @property
@@ -188,7 +207,18 @@ class ContrastiveTask(GroupTask):
         return self._module
 
     def hooks(self) -> list[TrainingHook]:
+        if self.mlm is not None:
+            from ance_ir.train.mlm import MLMLossLog
+
+            return [self.refresher, MLMLossLog(self.mlm)]
         return [self.refresher]
+
+    def next_batch(self) -> GroupBatch:
+        batch = super().next_batch()
+        if self.mlm is not None:
+            first = self.ctx.dist.rank * len(batch.mine) * batch.inputs.group_size
+            batch.mlm = self.mlm.draw([self.ctx.data.texts[d] for g in batch.mine for d in g.docids], first)
+        return batch
 
     def collate(self, groups: list[Group]) -> Batch | list[Batch]:
         """The groups as one batch, or in chunks of ``task.grad_cache_chunk`` groups under the gradient cache."""
@@ -202,8 +232,26 @@ class ContrastiveTask(GroupTask):
             return grad_cache_loss(lambda inputs: self.encode_inputs(module, inputs, autocast), batch.inputs,
                                    lambda queries, passages: self.group_loss(queries, passages, batch),
                                    self.ctx.device)
+        if self.mlm is not None:
+            return self.joint_loss(module, batch, autocast)
         queries, passages = self.encode(module, batch, autocast)
         return self.group_loss(queries, passages, batch)
+
+    def joint_loss(self, module: torch.nn.Module, batch: GroupBatch,
+                   autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:
+        """The group loss plus ``mlm_weight`` times the MLM loss of the batch's masked passages (this process's
+        tokens; not multiplied by the processes like a loss over the gathered batch)."""
+        from ance_ir.train.mlm import IGNORE, mlm_loss
+
+        inputs, (masked, labels) = batch.inputs, batch.mlm
+        positions = labels != IGNORE
+        with autocast():
+            queries, passages, logits = module(dict(inputs.queries), [dict(p) for p in inputs.passages],
+                                               inputs.restore, masked, positions)
+        out = self.group_loss(queries.float(), passages.float(), batch)
+        extra = mlm_loss(logits, labels[positions])
+        self.mlm.losses.append(extra.item())
+        return StepLoss(out.loss + self.mlm_weight * extra / out.factor, out.factor, out.whole_batch)
 
     def encode(self, module: torch.nn.Module, batch: GroupBatch,
                autocast: Callable[[], contextlib.AbstractContextManager]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -217,6 +265,14 @@ class ContrastiveTask(GroupTask):
         with autocast():
             queries, passages = module(dict(inputs.queries), [dict(p) for p in inputs.passages], inputs.restore)
         return queries.float(), passages.float()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), **(self.mlm.state_dict() if self.mlm is not None else {})}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.mlm is not None:
+            self.mlm.load_state_dict(state)
 
     def group_loss(self, queries: torch.Tensor, passages: torch.Tensor, batch: GroupBatch) -> StepLoss:
         """The configured loss of the groups' scores (over the global batch with in-batch + DDP)."""

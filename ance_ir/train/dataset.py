@@ -128,6 +128,28 @@ class QrelsSource(DataSource):
 
 
 @register_data_source
+class CorpusSource(DataSource):
+    """The corpus passages alone, no pairs: for tasks that train on passages (``task: mlm``)."""
+
+    name = "corpus"
+
+    @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        from ance_ir.train.task import TASKS
+
+        task = TASKS.get(config.task.name)
+        if task is not None and task.needs_pairs:
+            raise ConfigError("data.source", f"corpus brings passages and no (query, positive) pairs, which task "
+                                             f"{config.task.name!r} trains on (it suits task: mlm)")
+
+    def load(self) -> TrainData:
+        corpus_path, docids, texts = self._corpus()
+        if not docids:
+            raise ValueError(f"no training passages: {self.data.corpus} is empty")
+        return TrainData(corpus_path, docids, texts, {}, {}, [])
+
+
+@register_data_source
 class GroupsSource(DataSource):
     """Tevatron-style JSONL groups (``python -m ance_ir.negatives`` writes them): each group's positives are
     training pairs, its negatives the candidates of the ``groups`` sampler, its scores the teacher's. A positive

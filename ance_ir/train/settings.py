@@ -90,7 +90,8 @@ class ModelSection(Section):
 class DataSection(Section):
     section = "data"
     source: str = _opt("qrels", "training data source: qrels (topics + qrels), groups (JSONL training groups) or "
-                                "a pretraining source made from the corpus (ict, bfs, wlp, spider, simcse, contriever)",
+                                "a pretraining source made from the corpus (ict, bfs, wlp, spider, simcse, "
+                                "contriever); corpus: the passages alone (task: mlm)",
                        "data_source")
     corpus: str = _opt("", "corpus JSONL/TSV file or dataset name (rag24-mini)", "corpus")
     topics: str | None = _opt(None, "training topics: TSV file or name (rag24-mini-train); required by the qrels "
@@ -119,8 +120,8 @@ class DataSection(Section):
 @dataclass
 class TaskSection(Section):
     section = "task"
-    name: str = _opt("contrastive", "training task: contrastive, cross-encoder, colbert (built in) or a plugin's",
-                     "task")
+    name: str = _opt("contrastive", "training task: contrastive, cross-encoder, colbert, mlm, moco (built in) or a "
+                                    "plugin's", "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
                                    "to its own longest (less padding, see docs/bench.md; 1: one batch)",

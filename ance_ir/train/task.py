@@ -65,6 +65,9 @@ class TrainingTask(ABC):
     model_kind: ClassVar[str | None] = None
     #: whether the task honours ``task.grad_cache_chunk`` (:mod:`ance_ir.train.grad_cache`)
     grad_cache: ClassVar[bool] = False
+    #: whether the task trains on (query, positive) pairs; False: on the corpus passages alone (``data.source:
+    #: corpus`` is then enough)
+    needs_pairs: ClassVar[bool] = True
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         self.ctx, self.model = ctx, model
