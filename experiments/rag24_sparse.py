@@ -97,6 +97,37 @@ def deepct_rewritten(output: Path) -> None:
     bm25_index(str(corpus))(output)
 
 
+def generator_trained() -> str:
+    """The bert-tiny query generator trained on the training topics (``configs/rag24-mini/generator.yaml``)."""
+    model = WORK / "generator"
+    if not (model / "final").is_dir():
+        sh(py("ance_ir.train", "--config", "configs/rag24-mini/generator.yaml", "--output", str(model),
+              "--no-progress"))
+    return str(model / "final")
+
+
+def expanded_corpus(n: int) -> Path:
+    """rag24-mini with ``n`` generated queries appended to each passage (``python -m ance_ir.expand``, seed 42)."""
+    corpus = WORK / f"d2q-{n}.jsonl"
+    if not corpus.is_file():
+        sh(py("ance_ir.expand", "--corpus", "rag24-mini", "--generator", generator_trained(), "--n", str(n),
+              "--seed", "42", "--output", str(corpus), "--quiet"))
+    return corpus
+
+
+def doc2query(n: int) -> Callable[[Path], None]:
+    return lambda output: bm25_index(str(expanded_corpus(n)))(output)
+
+
+def doc2query_upper_bound(output: Path) -> None:
+    """Passages judged relevant (>= 2) to a training topic expanded with those topics' own text."""
+    corpus = WORK / "d2q-train-queries.jsonl"
+    if not corpus.is_file():
+        sh(py("ance_ir.expand", "--corpus", "rag24-mini", "--topics", "rag24-mini-train", "--qrels",
+              "rag24-mini-train", "--min-positive-grade", "2", "--output", str(corpus), "--quiet"))
+    bm25_index(str(corpus))(output)
+
+
 SYSTEMS = [
     System("bm25", "BM25 (k1 = 0.9, b = 0.4)", "bm25", bm25_index("rag24-mini")),
     System("bm25-tuned", "BM25, k1 and b tuned on train", "bm25", bm25_index("rag24-mini"), tune=True),
@@ -108,6 +139,10 @@ SYSTEMS = [
            impact_index(deepct_trained), impact=True),
     System("deepct-bm25", "DeepCT, passages rewritten with its term frequencies, BM25 tuned on train",
            "deepct-bm25", deepct_rewritten, tune=True),
+    *(System(f"d2q-{n}", f"doc2query, {n} generated queries a passage (bert-tiny generator), BM25 tuned on train",
+             f"d2q-{n}", doc2query(n), tune=True) for n in (5, 10, 20)),
+    System("d2q-train-queries", "passages judged for a training topic expanded with its text (upper bound), "
+           "BM25 tuned on train", "d2q-train-queries", doc2query_upper_bound, tune=True),
 ]
 
 
@@ -202,6 +237,39 @@ def run_system(system: System, stats: dict) -> None:
                  queries_per_second=queries_per_second(system, index, k1, b), alpha=fuse(system.name))
 
 
+def judged_pairs(split: str) -> list[tuple[str, str, str]]:
+    """``(qid, docid, query)`` of every passage judged >= 2 for a topic of ``split``, by topic then passage id."""
+    topics, qrels = resolve_topics(f"rag24-mini-{split}"), resolve_qrels(f"rag24-mini-{split}")
+    return [(qid, docid, topics[qid]) for qid in sorted(qrels) if qid in topics
+            for docid, grade in sorted(qrels[qid].items()) if grade >= 2]
+
+
+def generator_record() -> dict:
+    """The generator's perplexity on judged (passage, query) pairs of train and of the held-out test topics (and the
+    untrained warm start's), and ten test passages with their test query and the queries it wrote for them."""
+    from ance_ir.data.corpus import iter_corpus
+    from ance_ir.datasets import resolve_corpus
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.pretrain_data.qgen import read_generated_queries
+
+    passages = {p.docid: p.text for p in iter_corpus(resolve_corpus("rag24-mini"))}
+    pairs = {split: [(passages[d], q) for _, d, q in judged_pairs(split) if d in passages]
+             for split in ("train", "test")}
+    trained, start = load_model(generator_trained()), load_model("bert-tiny", "generator")
+    record = {f"perplexity_{split}": trained.perplexity(pairs[split]) for split in pairs}
+    record["perplexity_test_untrained"] = start.perplexity(pairs["test"])
+    generated = read_generated_queries(expanded_corpus(5).with_name(expanded_corpus(5).name + ".queries.jsonl"))
+    samples, seen = [], set()
+    for qid, docid, query in judged_pairs("test"):
+        if qid not in seen and docid in generated:
+            seen.add(qid)
+            samples.append({"qid": qid, "docid": docid, "query": query, "passage": passages[docid][:300],
+                            "generated": generated[docid]})
+        if len(samples) == 10:
+            break
+    return {**record, "pairs": {split: len(pairs[split]) for split in pairs}, "samples": samples}
+
+
 def run(only: list[str] | None) -> None:
     RUNS.mkdir(parents=True, exist_ok=True)
     stats = json.loads(STATS.read_text()) if STATS.is_file() else {}
@@ -209,6 +277,24 @@ def run(only: list[str] | None) -> None:
         if only is None or system.name in only:
             run_system(system, stats)
             STATS.write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n")
+    if (only is None or "d2q-5" in only) and "generator" not in stats:
+        stats["generator"] = generator_record()
+        STATS.write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n")
+
+
+def generator_section(record: dict) -> str:
+    """The generator's perplexities and its samples next to the real test queries."""
+    lines = [f"Perplexity per query token (end token included) of the bert-tiny generator on the judged (passage, "
+             f"query) pairs: {record['perplexity_train']:.1f} on train ({record['pairs']['train']} pairs, seen in "
+             f"training), {record['perplexity_test']:.1f} on the held-out test topics ({record['pairs']['test']} "
+             f"pairs); the untrained warm start: {record['perplexity_test_untrained']:.1f} on test.", "",
+             "Ten test passages (the first judged >= 2 for each of the first ten test topics), the test query, and "
+             "the five queries the generator wrote for the passage (`d2q-5`, seed 42, top-k 10):", ""]
+    for sample in record["samples"]:
+        lines += [f"- **{sample['qid']}**, `{sample['docid']}`: \"{sample['passage']}...\"",
+                  f"  - test query: *{sample['query']}*",
+                  f"  - generated: {'; '.join(sample['generated'])}"]
+    return "\n".join(lines) + "\n\n```bash\npython -m experiments.rag24_sparse run --only d2q-5\n```"
 
 
 def report(output: str) -> None:
@@ -241,6 +327,8 @@ def report(output: str) -> None:
             f"```bash\npython -m experiments.rag24_sparse run\npython -m experiments.rag24_sparse report "
             f"--output {output}\n```")
     write_section(output, "sparse-table", body)
+    if "generator" in stats:
+        write_section(output, "generator-samples", generator_section(stats["generator"]))
 
 
 def main() -> None:

@@ -1,0 +1,113 @@
+"""``python -m ance_ir.gpl``: Generative Pseudo Labeling (Wang et al., 2022), a dense retriever adapted to a corpus
+without labels, as one command whose every stage leaves a file to inspect or reuse.
+
+    python -m ance_ir.gpl --corpus rag24-mini --generator train-runs/rag24-mini/generator \\
+        --retriever indexes/rag24-mini.minilm --cross-encoder train-runs/rag24-mini/cross-encoder-minilm \\
+        --output train-runs/gpl
+
+Stages, each skipped when its output exists (rerun the command to resume after an interruption):
+
+1. ``OUTPUT/expanded.jsonl.queries.jsonl``: ``--queries-per-passage`` queries generated for every passage
+   (``python -m ance_ir.expand``; sampling from ``--seed``).
+2. ``OUTPUT/qgen.tsv``, ``OUTPUT/qgen.qrels``, ``OUTPUT/qgen.jsonl``: the queries as topics and qrels, each
+   query's passage its positive (``python -m ance_ir.pretrain_data qgen``).
+3. ``OUTPUT/negatives.jsonl.gz``: each query's hard negatives, the top ``--depth`` passages of the dense index
+   ``--retriever`` minus its own passage (``python -m ance_ir.negatives --source dense``).
+4. ``OUTPUT/scored.jsonl.gz``: every (query, passage) pair scored by the cross-encoder (``python -m
+   ance_ir.rerank --groups``), the pseudo labels.
+5. ``OUTPUT/model``: the retriever trained with Margin-MSE on those margins (``python -m ance_ir.train`` with
+   ``--train-config``, default ``configs/rag24-mini/gpl.yaml``, ``data.groups`` set to stage 4's file; starting
+   from ``--model``, default the retriever's encoder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "rag24-mini" / "gpl.yaml"
+
+
+def stage(name: str, output: Path, main, argv: list[str]) -> None:
+    """Run a CLI's ``main`` in this process unless ``output`` exists; a failure stops the pipeline."""
+    if output.exists():
+        print(f"gpl: {name}: {output} exists, skipped", file=sys.stderr)
+        return
+    print(f"gpl: {name} -> {output}", file=sys.stderr)
+    code = main(argv)
+    if code:
+        raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m ance_ir.gpl", description=__doc__)
+    parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
+    parser.add_argument("--generator", required=True, help="query generator (task: generator, or a seq2seq id)")
+    parser.add_argument("--retriever", required=True, help="dense index of the corpus for mining negatives")
+    parser.add_argument("--cross-encoder", required=True, help="cross-encoder that labels the pairs")
+    parser.add_argument("--output", required=True, help="folder for every stage's files and the trained model")
+    parser.add_argument("--model", help="model to train (default: the retriever index's encoder)")
+    parser.add_argument("--train-config", default=str(DEFAULT_CONFIG),
+                        help="training config whose settings GPL uses (default: configs/rag24-mini/gpl.yaml)")
+    parser.add_argument("--queries-per-passage", type=positive_int, default=3, help="generated queries (default 3)")
+    parser.add_argument("--depth", type=positive_int, default=50, help="hard negatives mined per query (default 50)")
+    parser.add_argument("--max-steps", type=positive_int, help="training steps (default: the config's)")
+    parser.add_argument("--seed", type=int, default=42, help="sampling and training seed (default 42)")
+    args = parser.parse_args(argv)
+
+    encoder = _index_encoder(args.retriever)  # the retriever index is read before any work
+    start = args.model or encoder
+    if start is None:
+        raise ValueError(f"{args.retriever}: its meta.json names no encoder; pass --model")
+    check_output(args.output, folder=True)
+    out = Path(args.output)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        _run_stages(args, out, start)
+    finally:
+        if created and not any(out.iterdir()):
+            out.rmdir()
+    return 0
+
+
+def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
+    """Every stage in order (each a CLI's ``main``), skipping those whose output exists."""
+    from ance_ir.expand.__main__ import main as expand
+    from ance_ir.negatives.__main__ import main as negatives
+    from ance_ir.pretrain_data.__main__ import main as pretrain_data
+    from ance_ir.rerank.__main__ import main as rerank
+    from ance_ir.train.__main__ import main as train
+
+    expanded, queries = out / "expanded.jsonl", out / "expanded.jsonl.queries.jsonl"
+    topics, qrels, groups = out / "qgen.tsv", out / "qgen.qrels", out / "qgen.jsonl"
+    mined, scored, model = out / "negatives.jsonl.gz", out / "scored.jsonl.gz", out / "model"
+    stage("generate", queries, expand, ["--corpus", args.corpus, "--generator", args.generator, "--n",
+                                        str(args.queries_per_passage), "--seed", str(args.seed), "--output",
+                                        str(expanded)])
+    stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option", f"queries={queries}",
+                                          "--output", str(groups), "--topics-out", str(topics), "--qrels-out",
+                                          str(qrels)])
+    stage("mine", mined, negatives, ["--topics", str(topics), "--qrels", str(qrels), "--corpus", args.corpus,
+                                     "--source", "dense", "--index", args.retriever, "--hits", str(args.depth + 1),
+                                     "--depth", str(args.depth), "--output", str(mined)])
+    stage("label", scored, rerank, ["--groups", str(mined), "--corpus", args.corpus, "--model",
+                                    args.cross_encoder, "--output", str(scored), "--quiet"])
+    steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
+    stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
+                                            args.corpus, "--set", f"data.groups={scored}", "--seed",
+                                            str(args.seed), "--output", str(model), *steps])
+
+
+def _index_encoder(index: str) -> str | None:
+    """The encoder a dense index records (InputError for a folder that is not a dense index)."""
+    from ance_ir.index import load_dense_index
+
+    return load_dense_index(index).meta.get("encoder")
+
+
+if __name__ == "__main__":
+    run_cli(main)
