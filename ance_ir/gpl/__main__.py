@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
@@ -31,7 +32,7 @@ from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "rag24-mini" / "gpl.yaml"
 
 
-def stage(name: str, output: Path, main, argv: list[str]) -> None:
+def stage(name: str, output: Path, main: Callable[[list[str]], int | None], argv: list[str]) -> None:
     """Run a CLI's ``main`` in this process unless ``output`` exists; a failure stops the pipeline."""
     if output.exists():
         print(f"gpl: {name}: {output} exists, skipped", file=sys.stderr)
