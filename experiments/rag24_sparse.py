@@ -1,5 +1,5 @@
-"""The sparse side on rag24-mini (issue 15): BM25, BM25 with k1 and b tuned, and learned sparse indexes, each alone
-and fused with the best dense run.
+"""The sparse side on rag24-mini (issue 15): BM25, BM25 with k1 and b tuned, learned sparse indexes (SPLADE, DeepCT)
+and doc2query expansions, each alone and fused with the best dense run.
 
     python -m experiments.rag24_sparse run [--only bm25 bm25-tuned]
     python -m experiments.rag24_sparse report --output docs/sparse-rag24.md
@@ -10,7 +10,9 @@ postings and the queries/s of searching the 101 test topics in one process (``ru
 BM25 rows tune k1 and b by nDCG@10 on the 200 training topics (the grid below) and search the test topics with the
 chosen values. Fusion interpolates each system with the zero-shot MiniLM run (``runs/rag24/minilm.*``, the best
 dense run of docs/retrieval-rag24.md), alpha chosen on the training topics, as ``python -m ance_ir.fusion --tune``
-does. ``report`` evaluates the committed runs.
+does. ``report`` evaluates the committed runs. The models are trained here once (git-ignored under
+``train-runs/sparse/``): SPLADE-tiny fine-tuned, DeepCT and the doc2query generator, each from its config in
+``configs/rag24-mini/``; the generator's perplexities and samples go to ``stats.json`` and the report.
 """
 
 from __future__ import annotations
@@ -291,7 +293,8 @@ def generator_section(record: dict) -> str:
              "Ten test passages (the first judged >= 2 for each of the first ten test topics), the test query, and "
              "the five queries the generator wrote for the passage (`d2q-5`, seed 42, top-k 10):", ""]
     for sample in record["samples"]:
-        lines += [f"- **{sample['qid']}**, `{sample['docid']}`: \"{sample['passage']}...\"",
+        passage = " ".join(sample["passage"].split())
+        lines += [f"- **{sample['qid']}**, `{sample['docid']}`: \"{passage}...\"",
                   f"  - test query: *{sample['query']}*",
                   f"  - generated: {'; '.join(sample['generated'])}"]
     return "\n".join(lines) + "\n\n```bash\npython -m experiments.rag24_sparse run --only d2q-5\n```"
