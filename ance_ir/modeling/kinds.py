@@ -99,11 +99,13 @@ def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: A
     ``splade`` for ``splade-tiny``, else ``dense``).
     ``overrides`` go to the kind's ``from_pretrained`` (e.g. pooling for ``dense``).
     """
-    from ance_ir.modeling.resolve import alias_kind, check_loadable, resolve_model_path
+    from ance_ir.modeling.resolve import ALIASES, alias_kind, check_loadable, resolve_model_path
 
     path = resolve_model_path(name_or_path)
     check_loadable(path)
     recorded = saved_kind(path) if Path(path).is_dir() else None
     if recorded is not None and kind is not None and recorded != kind:
         raise ValueError(f"{name_or_path}: is a {recorded!r} model, expected a {kind!r} model")
-    return kind_class(recorded or kind or alias_kind(name_or_path) or DEFAULT_KIND).from_pretrained(path, **overrides)
+    # an alias goes on by name: its defaults (minilm: mean pooling, normalised) are looked up by name
+    source = name_or_path if str(name_or_path).lower() in ALIASES else path
+    return kind_class(recorded or kind or alias_kind(name_or_path) or DEFAULT_KIND).from_pretrained(source, **overrides)
