@@ -28,6 +28,17 @@ def test_search_ranks_matching_passages_first(toy_index, toy_collection):
     assert scores == sorted(scores, reverse=True) and len(scores) <= 3
 
 
+def test_search_in_slices_with_a_bar_equals_one_batch_search(toy_index, toy_collection, monkeypatch, capsys):
+    import ance_ir.bm25.searcher as searcher
+
+    topics = {f"{qid}-{n}": text for n in range(3) for qid, text in read_topics_tsv(toy_collection["topics"]).items()}
+    whole = BM25Searcher(toy_index).search(topics, hits=4)
+    monkeypatch.setattr(searcher, "SEARCH_SLICE", 2)
+    sliced = BM25Searcher(toy_index).search(topics, hits=4, progress=True)
+    assert sliced == whole and list(sliced) == list(topics)
+    assert f"{len(topics)}/{len(topics)}" in capsys.readouterr().err
+
+
 def test_negatives_exclude_positives(toy_index, toy_collection):
     topics = read_topics_tsv(toy_collection["topics"])
     negatives = bm25_negatives(toy_index, topics, {"q2": ["d3", "d4"]}, depth=8)

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     search_p.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
     search_p.add_argument("--threads", type=positive_int, default=2, help="search threads")
     search_p.add_argument("--run-tag", default="bm25", help="the run file's last column")
+    search_p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
     if args.command == "index":
@@ -43,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
     check_output(args.output)
     topics = resolve_topics(args.topics)
-    run = BM25Searcher(args.index, args.k1, args.b).search(topics, hits=args.hits, threads=args.threads)
+    run = BM25Searcher(args.index, args.k1, args.b).search(topics, hits=args.hits, threads=args.threads,
+                                                           progress=not args.quiet)
     write_run(run, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     return 0

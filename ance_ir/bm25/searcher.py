@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ance_ir.data import InputError, Run, Topics
+
+#: queries handed to Lucene at a time, so that a progress bar can move during a long search
+SEARCH_SLICE = 128
 
 
 class BM25Searcher:
@@ -18,18 +24,25 @@ class BM25Searcher:
         self.searcher = LuceneSearcher(str(index))
         self.searcher.set_bm25(k1, b)
 
-    def search(self, topics: Topics, hits: int = 1000, threads: int = 2) -> Run:
-        """Top ``hits`` documents per query, best first."""
+    def search(self, topics: Topics, hits: int = 1000, threads: int = 2, progress: bool = False) -> Run:
+        """Top ``hits`` documents per query, best first; ``progress`` shows a bar on stderr."""
         qids = list(topics)
-        results = self.searcher.batch_search([topics[q] for q in qids], qids, k=hits, threads=threads)
-        return {qid: [(h.docid, float(h.score)) for h in results.get(qid, [])] for qid in qids}
+        run: Run = {}
+        with tqdm(total=len(qids), unit="query", desc="BM25 search", disable=not progress, file=sys.stderr) as bar:
+            for start in range(0, len(qids), SEARCH_SLICE):
+                part = qids[start:start + SEARCH_SLICE]
+                results = self.searcher.batch_search([topics[q] for q in part], part, k=hits, threads=threads)
+                run.update({qid: [(h.docid, float(h.score)) for h in results.get(qid, [])] for qid in part})
+                bar.update(len(part))
+        return run
 
 
 def bm25_negatives(index: str | Path, topics: Topics, positives: dict[str, list[str]], depth: int = 200,
-                   k1: float = 0.9, b: float = 0.4, threads: int = 2) -> dict[str, list[str]]:
+                   k1: float = 0.9, b: float = 0.4, threads: int = 2,
+                   progress: bool = False) -> dict[str, list[str]]:
     """BM25 top-``depth`` documents for each query with that query's positives removed, best first.
 
     These are the warm-up negatives of ANCE and the BM25/DPR baselines.
     """
-    run = BM25Searcher(index, k1, b).search(topics, hits=depth, threads=threads)
+    run = BM25Searcher(index, k1, b).search(topics, hits=depth, threads=threads, progress=progress)
     return {qid: [d for d, _ in ranking if d not in set(positives.get(qid, ()))] for qid, ranking in run.items()}

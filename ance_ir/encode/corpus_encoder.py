@@ -233,7 +233,8 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
     work = work_folder(output)
     _remove_stale(output, work)
     docids, parts = encode_chunks(corpus, positions, work, job, chunk_size, encoder.dim,
-                                  lambda texts: (encoder.encode_passages(texts, batch_size=batch_size)
+                                  lambda texts: (encoder.encode_passages(texts, batch_size=batch_size,
+                                                                         show_progress=show_progress)
                                                  .reshape(-1, encoder.dim), None),
                                   f"encode {output.name}", show_progress, per=per)
     vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")

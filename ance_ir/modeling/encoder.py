@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -268,7 +269,8 @@ class DenseEncoder(torch.nn.Module):
                 tokenize, embed = ((model.tokenize_queries, model.embed_queries) if side == "query"
                                    else (model.tokenize_passages, model.embed_passages))
                 starts = range(0, len(order), batch_size)
-                for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=not show_progress):
+                for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=not show_progress,
+                                  leave=False, file=sys.stderr):
                     rows = order[start:start + batch_size]
                     out[rows] = embed(tokenize([texts[i] for i in rows])).float().cpu().numpy()
         finally:

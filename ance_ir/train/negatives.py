@@ -142,7 +142,7 @@ class BM25Negatives(CandidateNegatives):
             if not config.negatives.bm25_index and not any(index.glob("segments*")):
                 build_lucene_index(data.corpus_path, index)
             exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
-            return bm25_negatives(index, data.queries, exclude, depth=config.negatives.depth)
+            return bm25_negatives(index, data.queries, exclude, depth=config.negatives.depth, progress=config.progress)
 
         return dist.on_main(search)
 

@@ -65,6 +65,7 @@ class RefreshJob:
     keep_index: bool = False
     reencode_share: float = 1.0
     priority_depth: int = 20
+    progress: bool = False
 
     @classmethod
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
@@ -87,7 +88,7 @@ class RefreshJob:
                    config.negatives.depth,
                    cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits,
                    config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"),
-                   cfg.keep_index, cfg.reencode_share, cfg.priority_depth)
+                   cfg.keep_index, cfg.reencode_share, cfg.priority_depth, config.progress)
 
 
 def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:
@@ -118,7 +119,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
 
     encoder = load_model(checkpoint).to(device)
     lap("load_s")
-    vectors, encoding = refreshed_vectors(encoder, job, run, step)
+    vectors, encoding = refreshed_vectors(encoder, job, run, step, show_progress=job.progress and mode == "sync")
     lap("encode_s")
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     lap("index_s")
@@ -174,8 +175,9 @@ def reencode_rows(steps: np.ndarray, priority: list[int], share: float) -> np.nd
     return np.flatnonzero(chosen)
 
 
-def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int) -> tuple[np.ndarray, dict[str, Any]]:
-    """The corpus vectors of a refresh, and what its record says about them.
+def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
+                      show_progress: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
+    """The corpus vectors of a refresh (a bar on stderr with ``show_progress``), and what its record says about them.
 
     With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
     the corpus is re-encoded (:func:`reencode_rows`): the top ``job.priority_depth`` passages of the training
@@ -185,7 +187,8 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int) -> 
     store = VectorStore(run.refresh)
     kept = store.load(len(job.docids)) if job.reencode_share < 1 else None
     if kept is None:
-        vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision)
+        vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision,
+                                          show_progress=show_progress)
         steps = np.full(len(job.docids), step, dtype=np.int64)
         rows = np.arange(len(job.docids))
     else:
@@ -196,7 +199,7 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int) -> 
         rows = reencode_rows(steps, [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]],
                              job.reencode_share)
         vectors[rows] = encoder.encode_passages([job.passages[i] for i in rows], batch_size=job.batch_size,
-                                                precision=job.precision)
+                                                precision=job.precision, show_progress=show_progress)
         steps[rows] = step
     if job.reencode_share < 1:
         store.save(vectors, steps)
