@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from ance_ir.encode.__main__ import main as encode_main
 from ance_ir.gpl.__main__ import main as gpl_main
 from ance_ir.modeling.kinds import load_model
+from bench.gpl_pipeline import stage_rows
 
 STAGES = ("generate", "pairs", "mine", "label", "train")
 
@@ -42,6 +43,11 @@ def test_gpl_runs_every_stage_and_labels_with_the_cross_encoder(toy, toy_bert, m
     code, err = gpl(toy, models, out, capsys)
     assert code == 0, err
     assert all(f"gpl: {stage} -> " in err for stage in STAGES)
+    timings = json.loads((out / "timings.json").read_text())
+    assert list(timings) == list(STAGES) and all(seconds >= 0 for seconds in timings.values())
+    made = {name: what for name, what, _ in stage_rows(out)}
+    assert made["generate"] == f"{2 * len(TOY_PASSAGES)} queries for {len(TOY_PASSAGES)} passages"
+    assert made["train"] == "3 Margin-MSE steps"
     generated = [json.loads(line) for line in (out / "expanded.jsonl.queries.jsonl").read_text().splitlines()]
     assert [g["docid"] for g in generated] == list(TOY_PASSAGES) and all(len(g["queries"]) == 2 for g in generated)
 

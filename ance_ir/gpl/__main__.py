@@ -18,29 +18,39 @@ Stages, each skipped when its output exists (rerun the command to resume after a
 5. ``OUTPUT/model``: the retriever trained with Margin-MSE on those margins (``python -m ance_ir.train`` with
    ``--train-config``, default ``configs/rag24-mini/gpl.yaml``, ``data.groups`` set to stage 4's file; starting
    from ``--model``, default the retriever's encoder).
+
+``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run (``bench/gpl_pipeline.py`` reports it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+from ance_ir.data.atomic import atomic_write
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "rag24-mini" / "gpl.yaml"
 
 
-def stage(name: str, output: Path, main: Callable[[list[str]], int | None], argv: list[str]) -> None:
-    """Run a CLI's ``main`` in this process unless ``output`` exists; a failure stops the pipeline."""
+def stage(name: str, output: Path, main: Callable[[list[str]], int | None], argv: list[str], timings: Path) -> None:
+    """Run a CLI's ``main`` in this process unless ``output`` exists, its wall time added to ``timings``; a failure
+    stops the pipeline."""
     if output.exists():
         print(f"gpl: {name}: {output} exists, skipped", file=sys.stderr)
         return
     print(f"gpl: {name} -> {output}", file=sys.stderr)
+    started = time.perf_counter()
     code = main(argv)
     if code:
         raise SystemExit(code)
+    recorded = json.loads(timings.read_text()) if timings.is_file() else {}
+    with atomic_write(timings) as f:
+        json.dump({**recorded, name: round(time.perf_counter() - started, 1)}, f, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,21 +96,22 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     expanded, queries = out / "expanded.jsonl", out / "expanded.jsonl.queries.jsonl"
     topics, qrels, groups = out / "qgen.tsv", out / "qgen.qrels", out / "qgen.jsonl"
     mined, scored, model = out / "negatives.jsonl.gz", out / "scored.jsonl.gz", out / "model"
+    timings = out / "timings.json"
     stage("generate", queries, expand, ["--corpus", args.corpus, "--generator", args.generator, "--n",
                                         str(args.queries_per_passage), "--seed", str(args.seed), "--output",
-                                        str(expanded)])
+                                        str(expanded)], timings)
     stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option", f"queries={queries}",
                                           "--output", str(groups), "--topics-out", str(topics), "--qrels-out",
-                                          str(qrels)])
+                                          str(qrels)], timings)
     stage("mine", mined, negatives, ["--topics", str(topics), "--qrels", str(qrels), "--corpus", args.corpus,
                                      "--source", "dense", "--index", args.retriever, "--hits", str(args.depth + 1),
-                                     "--depth", str(args.depth), "--output", str(mined)])
+                                     "--depth", str(args.depth), "--output", str(mined)], timings)
     stage("label", scored, rerank, ["--groups", str(mined), "--corpus", args.corpus, "--model",
-                                    args.cross_encoder, "--output", str(scored), "--quiet"])
+                                    args.cross_encoder, "--output", str(scored), "--quiet"], timings)
     steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
                                             args.corpus, "--set", f"data.groups={scored}", "--seed",
-                                            str(args.seed), "--output", str(model), *steps])
+                                            str(args.seed), "--output", str(model), *steps], timings)
 
 
 def _index_encoder(index: str) -> str | None:
