@@ -15,7 +15,7 @@ from test_train_run import toy_config, training_records
 from ance_ir.bm25.__main__ import main as bm25_main
 from ance_ir.encode.__main__ import main as encode_main
 from ance_ir.index.rewrite import main as rewrite_main
-from ance_ir.modeling.deepct import DeepCT, rewrite, term_recall, words
+from ance_ir.modeling.deepct import DeepCT, term_recall, words
 from ance_ir.modeling.kinds import load_model, saved_kind
 from ance_ir.search.__main__ import main as search_main
 from ance_ir.train import train
@@ -26,10 +26,6 @@ def test_term_recall_is_the_share_of_relevant_queries_containing_the_word():
     recall = term_recall("The cat sat on the mat; the CAT purred.", ["cat on a mat", "a cat", "dog"])
     assert recall == pytest.approx({"the": 0.0, "cat": 2 / 3, "sat": 0.0, "on": 1 / 3, "mat": 1 / 3, "purred": 0.0})
     assert words("Don't stop-me now") == ["don", "t", "stop", "me", "now"]
-
-
-def test_rewrite_repeats_each_word_by_its_scaled_weight():
-    assert rewrite({"cat": 0.034, "mat": 0.011, "the": 0.004}, 100) == "cat cat cat mat"
 
 
 def constant_model(toy_bert, bias: float) -> DeepCT:

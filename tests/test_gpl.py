@@ -82,6 +82,20 @@ def test_a_rerun_skips_the_stages_whose_output_exists(toy, models, tmp_path, cap
     assert (out / "scored.jsonl.gz").read_bytes() == scored
 
 
+def test_a_rerun_with_other_settings_is_refused(toy, models, tmp_path, capsys):
+    out = tmp_path / "gpl"
+    assert gpl(toy, models, out, capsys)[0] == 0
+    before = sorted(p.name for p in out.iterdir())
+    code, err = run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),
+                         "--retriever", str(models / "index"), "--cross-encoder", str(models / "cross-encoder"),
+                         "--output", str(out), "--queries-per-passage", "2", "--depth", "4", "--max-steps", "3",
+                         capsys=capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {out / 'gpl.json'}: this folder was made with other settings (depth: 3, now 4); rerun them or use "
+        "a new --output"]
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
 def test_a_missing_retriever_index_stops_before_any_work(toy, models, tmp_path, capsys):
     out = tmp_path / "gpl"
     assert_refused(run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),

@@ -197,6 +197,10 @@ def test_denoised_group_negatives_leave_out_what_the_teacher_scores_high(toy_col
     with pytest.raises(ValueError, match="negatives.denoise_above: needs teacher scores"):
         _config(toy_collection, tmp_path, data_source="spider", negatives="groups",
                 **{"negatives.denoise_above": 1.0})
+    unscored = tmp_path / "unscored.jsonl"
+    write_groups(unscored, [TrainingGroup("q1", "cat", (GroupPassage("d1"),), (GroupPassage("d7"),))])
+    with pytest.raises(ValueError, match="no passage has a score, and negatives.denoise_above"):
+        _sampler(toy_collection, tmp_path, **{**settings, "groups": str(unscored)}, **{"negatives.denoise_above": 1.0})
 
 
 def test_bm25_rand_mixes_bm25_candidates_and_random_passages(toy_collection, tmp_path):

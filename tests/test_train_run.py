@@ -395,7 +395,9 @@ def test_a_partial_refresh_keeps_the_other_passages_vectors(toy, tmp_path):
     records = {r["step"]: r for r in RefreshRecords(RunDir(output).refresh).read_all()}
     assert records[0]["reencoded"] == 1.0 and records[0]["vector_age_max"] == 0
     assert all(0.5 <= records[s]["reencoded"] < 1.0 for s in (3, 6))
-    vectors, steps = VectorStore(RunDir(output).refresh).load(8)
+    store = VectorStore(RunDir(output).refresh)
+    assert store.steps() == [3, 6]  # the newest store and the one before it
+    vectors, steps = store.load(8, before=7)
     assert set(steps.tolist()) <= {0, 3, 6} and (steps == 6).sum() == round(8 * records[6]["reencoded"])
     assert records[6]["vector_age_max"] == 6 - steps.min()
     texts = [p.text for p in iter_corpus(toy / "corpus.jsonl")]
@@ -403,3 +405,17 @@ def test_a_partial_refresh_keeps_the_other_passages_vectors(toy, tmp_path):
         model = DenseEncoder.from_pretrained(list_checkpoints(RunDir(output))[[0, 3, 6].index(step)])
         rows = np.flatnonzero(steps == step)
         np.testing.assert_allclose(vectors[rows], model.encode_passages([texts[i] for i in rows]), atol=1e-5)
+
+
+def test_a_redone_refresh_reads_the_vectors_of_the_refresh_before_it(tmp_path):
+    from ance_ir.train.store import VectorStore
+
+    store = VectorStore(tmp_path)
+    for step in (3, 6):
+        store.save(step, np.full((2, 4), step, dtype=np.float32), np.full(2, step))
+    vectors, steps = store.load(2, before=6)  # step 6 redone after its store was written: step 3's vectors
+    assert steps.tolist() == [3, 3] and vectors[0, 0] == 3
+    assert store.load(2, before=7)[1].tolist() == [6, 6] and store.load(2, before=3) is None
+    assert store.load(3, before=7) is None  # another corpus size
+    store.save(9, np.zeros((2, 4), dtype=np.float32), np.full(2, 9))
+    assert store.steps() == [6, 9]

@@ -166,7 +166,8 @@ def _generator(args: argparse.Namespace, job: dict):
     name = str(Path(args.generator).resolve()) if Path(args.generator).is_dir() else args.generator
     settings = {"n": args.n, "seed": args.seed, "top_k": args.top_k, "top_p": args.top_p,
                 "temperature": args.temperature, "max_length": max_length,
-                "batch_size": args.batch_size, "precision": precision}
+                "batch_size": args.batch_size, "precision": precision,
+                "device": device.type}  # sampling inverts a CDF: another device's rounding picks other tokens
     job = {**job, "source": "generator", "generator": name, "generator_sha256": model.fingerprint(),
            "generator_settings": model.settings, "sampling": settings}
 

@@ -19,19 +19,23 @@ Stages, each skipped when its output exists (rerun the command to resume after a
    ``--train-config``, default ``configs/rag24-mini/gpl.yaml``, ``data.groups`` set to stage 4's file; starting
    from ``--model``, default the retriever's encoder).
 
-``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run (``bench/gpl_pipeline.py`` reports it).
+``OUTPUT/gpl.json`` records the settings of the first run; a rerun with other settings is refused (a new
+``--output`` starts afresh). ``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run
+(``bench/gpl_pipeline.py`` reports it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_write
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "rag24-mini" / "gpl.yaml"
@@ -75,14 +79,36 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"{args.retriever}: its meta.json names no encoder; pass --model")
     check_output(args.output, folder=True)
     out = Path(args.output)
+    settings = {"corpus": args.corpus, "generator": args.generator, "retriever": args.retriever,
+                "cross_encoder": args.cross_encoder, "model": start, "train_config": args.train_config,
+                "queries_per_passage": args.queries_per_passage, "depth": args.depth, "max_steps": args.max_steps,
+                "seed": args.seed}
+    _check_settings(out / "gpl.json", settings)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
+        if not (out / "gpl.json").is_file():
+            with atomic_write(out / "gpl.json") as f:
+                json.dump(settings, f, indent=1)
         _run_stages(args, out, start)
     finally:
-        if created and not any(out.iterdir()):
-            out.rmdir()
+        if created and {p.name for p in out.iterdir()} <= {"gpl.json"}:  # nothing made: leave nothing behind
+            shutil.rmtree(out)
     return 0
+
+
+def _check_settings(recorded: Path, settings: dict[str, object]) -> None:
+    """Refuse to go on with an output folder whose earlier run had other settings."""
+    if not recorded.is_file():
+        return
+    try:
+        before = json.loads(recorded.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(recorded, f"unreadable GPL settings ({e})") from None
+    changed = [k for k in settings if before.get(k) != settings[k]]
+    if changed:
+        raise InputError(recorded, "this folder was made with other settings (" + ", ".join(
+            f"{k}: {before.get(k)!r}, now {settings[k]!r}" for k in changed) + "); rerun them or use a new --output")
 
 
 def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
@@ -100,7 +126,8 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     stage("generate", queries, expand, ["--corpus", args.corpus, "--generator", args.generator, "--n",
                                         str(args.queries_per_passage), "--seed", str(args.seed), "--output",
                                         str(expanded)], timings)
-    stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option", f"queries={queries}",
+    stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option",
+                                          f"queries={json.dumps(str(queries))}",
                                           "--output", str(groups), "--topics-out", str(topics), "--qrels-out",
                                           str(qrels)], timings)
     stage("mine", mined, negatives, ["--topics", str(topics), "--qrels", str(qrels), "--corpus", args.corpus,
@@ -110,7 +137,7 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
                                     args.cross_encoder, "--output", str(scored), "--quiet"], timings)
     steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
-                                            args.corpus, "--set", f"data.groups={scored}", "--seed",
+                                            args.corpus, "--groups", str(scored), "--seed",
                                             str(args.seed), "--output", str(model), *steps], timings)
 
 

@@ -11,8 +11,8 @@ scored, and each word's weights over them are aggregated (``aggregation``: max, 
 
 The weights go to a Lucene impact index like SPLADE's (``index = "impact"``, :mod:`ance_ir.index.impact`): each word
 of a passage with the integer ``round(scale * weight)``, DeepCT's term frequency with scale 100; a query is its
-words with weight 1, so a passage scores the sum of its query words' impacts. :func:`rewrite` writes the same term
-frequencies as text (each word repeated), the passage BM25 indexes in DeepCT's own setup.
+words with weight 1, so a passage scores the sum of its query words' impacts. ``python -m ance_ir.index.rewrite``
+writes those impacts as text (each word repeated), the passages BM25 indexes in DeepCT's own setup.
 """
 
 from __future__ import annotations
@@ -51,11 +51,6 @@ def term_recall(passage: str, queries: Sequence[str]) -> dict[str, float]:
     contain ``t``."""
     query_words = [set(words(q)) for q in queries]
     return {t: sum(t in q for q in query_words) / len(query_words) for t in dict.fromkeys(words(passage))}
-
-
-def rewrite(weights: Mapping[str, float], scale: float) -> str:
-    """A passage as DeepCT indexes it for BM25: each word repeated ``round(scale * weight)`` times."""
-    return " ".join(" ".join([t] * round(scale * w)) for t, w in weights.items() if round(scale * w) > 0)
 
 
 @register_model_kind

@@ -23,6 +23,7 @@ Jointly with a paragraph task (seed 003 trains MLM along with ICT, BFS and WLP):
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -207,10 +208,15 @@ def passage_mlm_head(start: str, backbone: torch.nn.Module) -> torch.nn.Module:
 
     from ance_ir.modeling.cross_encoder import _quiet
     from ance_ir.modeling.mlm import MaskedLM, mlm_head
+    from ance_ir.modeling.resolve import ModelNotAvailableError
 
     try:
         mlm = MaskedLM.from_pretrained(start).mlm
+    except ModelNotAvailableError:
+        raise
     except (OSError, ValueError):  # a folder of separate towers, or no masked-LM architecture: a new head
+        print(f"note: task.mlm_weight: {start} has no masked-LM head to start from; a new one is trained",
+              file=sys.stderr)
         with _quiet():
             mlm = AutoModelForMaskedLM.from_config(backbone.config)
     head = mlm_head(mlm)

@@ -124,7 +124,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     lap("index_s")
     if job.keep_index:
-        meta = {"encoder": str(checkpoint), "kind": encoder.kind, "encoder_config": encoder.config.to_dict(),
+        meta = {"encoder": str(checkpoint.resolve()), "kind": encoder.kind, "encoder_config": encoder.config.to_dict(),
                 "pooling": encoder.config.pooling, "normalize": encoder.config.normalize}
         write_dense_index(run.refresh / f"step-{step:08d}.index", index.index, job.docids, meta,
                           vectors_per_passage=index.vectors_per_passage)
@@ -181,11 +181,11 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
 
     With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
     the corpus is re-encoded (:func:`reencode_rows`): the top ``job.priority_depth`` passages of the training
-    queries' latest published negatives (judged passages are never mined, so they need no fresh vector), then the
-    passages encoded longest ago; the others keep their earlier vectors. The record gives the share re-encoded and
-    the vectors' age in steps."""
+    queries' latest negatives published before this step (judged passages are never mined, so they need no fresh
+    vector), then the passages encoded longest ago; the others keep their earlier vectors. The record gives the
+    share re-encoded and the vectors' age in steps."""
     store = VectorStore(run.refresh)
-    kept = store.load(len(job.docids)) if job.reencode_share < 1 else None
+    kept = store.load(len(job.docids), before=step) if job.reencode_share < 1 else None
     if kept is None:
         vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision,
                                           show_progress=show_progress)
@@ -194,15 +194,16 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
     else:
         vectors, steps = kept
         row = {d: i for i, d in enumerate(job.docids)}
-        latest = NegativesStore(run.negatives).latest()
-        mined = NegativesStore(run.negatives).load(latest) if latest is not None else {}
+        published = NegativesStore(run.negatives)
+        earlier = [v for v in published.versions() if v < step]  # not this step's own, if a redo published it
+        mined = published.load(earlier[-1]) if earlier else {}
         rows = reencode_rows(steps, [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]],
                              job.reencode_share)
         vectors[rows] = encoder.encode_passages([job.passages[i] for i in rows], batch_size=job.batch_size,
                                                 precision=job.precision, show_progress=show_progress)
         steps[rows] = step
     if job.reencode_share < 1:
-        store.save(vectors, steps)
+        store.save(step, vectors, steps)
     age = step - steps
     return vectors, {"reencoded": round(len(rows) / len(job.docids), 4), "vector_age_mean": round(float(age.mean()), 1),
                      "vector_age_max": int(age.max())}
@@ -216,7 +217,8 @@ def denoise_groups(groups: list[TrainingGroup], job: RefreshJob,
     from ance_ir.rerank import load_reranker, score_groups
 
     model = load_reranker(job.denoise_with).to(device)
-    scored = score_groups(groups, dict(zip(job.docids, job.passages, strict=True)), model, job.batch_size)
+    scored = score_groups(groups, dict(zip(job.docids, job.passages, strict=True)), model, job.batch_size,
+                          precision=job.precision)
     kept = [dataclasses.replace(group, negatives=tuple(p for p, s in zip(group.negatives, judged.negatives,
                                                                          strict=True)
                                                        if not s.score > job.denoise_above))

@@ -24,7 +24,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ance_ir.data.atomic import atomic_directory
 from ance_ir.train.collator import Batch, Collator, Group
 from ance_ir.train.contrastive import GroupBatch, GroupTask
 from ance_ir.train.cross_encoder import PairBatch, PairCollator, PairScorer
@@ -73,8 +72,7 @@ class RankerSaver(TrainingHook):
 
     def finish(self, step: int) -> None:
         if self.ctx.dist.is_main:
-            with atomic_directory(self.ctx.run.root / "ranker") as tmp:
-                self.ranker.save_pretrained(tmp)
+            self.ranker.save_pretrained(self.ctx.run.root / "ranker")
 
 
 @register_task

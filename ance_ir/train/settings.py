@@ -120,8 +120,9 @@ class DataSection(Section):
 @dataclass
 class TaskSection(Section):
     section = "task"
-    name: str = _opt("contrastive", "training task: contrastive, cross-encoder, colbert, mlm, moco (built in) or a "
-                                    "plugin's", "task")
+    name: str = _opt("contrastive", "training task: contrastive, tas, tas-b, adore, rocketqa-v2, cross-encoder, "
+                                    "colbert, mebert, poly-encoder, splade, deepct, generator, mlm, moco (built in) "
+                                    "or a plugin's", "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
                                    "to its own longest (less padding, see docs/bench.md; 1: one batch)",
@@ -145,8 +146,8 @@ class TaskSection(Section):
 @dataclass
 class NegativesSection(Section):
     section = "negatives"
-    name: str = _opt("ance", "negative sampler: random, inbatch, bm25, dpr, ance, static, groups, candidates",
-                     "negatives")
+    name: str = _opt("ance", "negative sampler: random, inbatch, bm25, dpr, bm25-rand, ance, static, groups, "
+                             "candidates", "negatives")
     depth: int = _opt(200, "candidate samplers: draw from this many top-ranked candidates", "negative_depth")
     file: str | None = _opt(None, "static: JSONL {qid, negatives} or TSV qid<TAB>docid, best first",
                             "negatives_file")
@@ -163,8 +164,9 @@ class NegativesSection(Section):
 @dataclass
 class LossSection(Section):
     section = "loss"
-    name: str = _opt("nll", "loss: nll (listwise), bce (pointwise), ranknet (pairwise, STAR), mse, margin-mse, kl "
-                           "(distillation from teacher scores in groups; built in) or a plugin's", "loss")
+    name: str = _opt("nll", "loss: nll (listwise), hardest (NCE Neg: the hardest in-batch negative), bce (pointwise), "
+                           "ranknet (pairwise, STAR), mse, margin-mse, kl (distillation from teacher scores in groups; "
+                           "built in) or a plugin's", "loss")
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)",
                               "temperature")
     options: dict[str, Any] = _opt({}, "further settings the loss declares")
@@ -201,7 +203,8 @@ class RefreshSection(Section):
     final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
                        "refresh_final")
     keep_index: bool = _opt(False, "keep each refresh's faiss index as a dense index folder, refresh/step-N.index/ "
-                                   "(searchable by python -m ance_ir.search; the final one saves an encode)",
+                                   "(searchable by python -m ance_ir.search while its checkpoint is kept; after a "
+                                   "full refresh of the final checkpoint it saves an encode)",
                             "keep_refresh_index")
     eval_topics: str | None = _opt(None, "topics evaluated at each refresh (e.g. rag24-mini-test)", "eval_topics")
     eval_qrels: str | None = _opt(None, "qrels for eval_topics (default: the qrels named like the topics)",

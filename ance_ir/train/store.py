@@ -21,6 +21,7 @@ from ance_ir.train.layout import RunDir
 
 _VERSION = re.compile(r"^v-(\d{8})\.jsonl\.gz$")
 _RECORD = re.compile(r"^step-(\d{8})\.json$")
+_VECTORS = re.compile(r"^vectors-(\d{8})\.npz$")
 
 
 def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[int]:
@@ -64,23 +65,38 @@ class NegativesStore:
 
 
 class VectorStore:
-    """The corpus vectors of the latest refresh and the checkpoint step that encoded each row, in one file
-    (``refresh/vectors.npz``): what a partial refresh keeps for the passages it does not re-encode."""
+    """The corpus vectors of each partial refresh and the checkpoint step that encoded each row
+    (``refresh/vectors-STEP.npz``): what the next partial refresh keeps for the passages it does not re-encode.
+
+    A refresh of step N reads the newest store of a step before N, so a refresh redone after an interruption
+    (its store written, its record not yet) starts from the same vectors; saving keeps only the new store and the
+    one before it."""
 
     def __init__(self, folder: str | Path):
-        self.path = Path(folder) / "vectors.npz"
+        self.folder = Path(folder)
 
-    def load(self, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """The stored vectors and steps, or None when there are none for a corpus of ``rows`` passages."""
-        if not self.path.is_file():
+    def path(self, step: int) -> Path:
+        return self.folder / f"vectors-{step:08d}.npz"
+
+    def steps(self) -> list[int]:
+        return _numbered(self.folder, _VECTORS)
+
+    def load(self, rows: int, before: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The vectors and steps of the newest store before step ``before``, or None when there is none for a
+        corpus of ``rows`` passages."""
+        earlier = [s for s in self.steps() if s < before]
+        if not earlier:
             return None
-        with np.load(self.path) as stored:
+        with np.load(self.path(earlier[-1])) as stored:
             vectors, steps = stored["vectors"], stored["steps"]
         return (vectors, steps) if len(vectors) == len(steps) == rows else None
 
-    def save(self, vectors: np.ndarray, steps: np.ndarray) -> None:
-        with atomic_write(self.path, "wb") as f:
+    def save(self, step: int, vectors: np.ndarray, steps: np.ndarray) -> None:
+        with atomic_write(self.path(step), "wb") as f:
             np.savez(f, vectors=vectors, steps=steps)
+        earlier = [s for s in self.steps() if s < step]
+        for old in earlier[:-1]:
+            self.path(old).unlink(missing_ok=True)
 
 
 class RefreshRecords:
