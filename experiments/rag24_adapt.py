@@ -22,10 +22,15 @@ against zero-shot MiniLM (``runs/rag24/minilm.test.trec.gz``) with paired tests.
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+from ance_ir.data import iter_corpus, read_groups
+from ance_ir.data.atomic import atomic_write
+from ance_ir.datasets import resolve_corpus
 from bench.common import write_section
 from experiments.rag24_distill import TEACHER
 from experiments.rag24_distill import teacher as train_teacher
@@ -49,8 +54,12 @@ def search(model: Path, row: str) -> None:
           row, "--output", str(RUNS / f"{row}.test.trec.gz")))
 
 
+def qgen_queries() -> Path:
+    return expanded_corpus(5).with_name(expanded_corpus(5).name + ".queries.jsonl")
+
+
 def qgen() -> None:
-    queries = expanded_corpus(5).with_name(expanded_corpus(5).name + ".queries.jsonl")
+    queries = qgen_queries()
     model = WORK / "qgen"
     if not (model / "final").is_dir():
         sh(py("ance_ir.train", "--config", "configs/rag24-mini/qgen.yaml", "--set", f"data.queries={queries}",
@@ -79,6 +88,51 @@ def run(only: list[str] | None) -> None:
     for name, row in ROWS.items():
         if (only is None or name in only) and not (RUNS / f"{name}.test.trec.gz").is_file():
             row()
+    write_samples()
+
+
+def _head(text: str, words: int = 40) -> str:
+    cut = text.split()
+    return " ".join(cut[:words]) + (" ..." if len(cut) > words else "")
+
+
+def write_samples(n: int = 10) -> None:
+    """Ten training examples of each row that ran (the same ten passages, drawn with seed 0), kept in
+    ``runs/rag24/adapt/samples.json`` for the report: QGen's (passage, generated query) pairs, GPL's query with its
+    positive and hard negative and the cross-encoder's scores of both."""
+    from ance_ir.pretrain_data.qgen import read_generated_queries
+
+    passages = {p.docid: p.text for p in iter_corpus(resolve_corpus("rag24-mini"))}
+    docids = random.Random(0).sample(sorted(passages), n)
+    samples: dict[str, list[dict[str, object]]] = {}
+    if (RUNS / "qgen.test.trec.gz").is_file():
+        generated = read_generated_queries(qgen_queries())
+        samples["qgen"] = [{"docid": d, "passage": _head(passages[d]), "queries": generated[d][:3]} for d in docids]
+    scored = WORK / "gpl" / "scored.jsonl.gz"
+    if (RUNS / "gpl.test.trec.gz").is_file() and scored.is_file():
+        by_positive = {g.positives[0].docid: g for g in read_groups(scored)}
+        samples["gpl"] = [{"query": g.query, "positive": _head(passages[g.positives[0].docid]),
+                           "positive_score": round(g.positives[0].score, 3),
+                           "negative": _head(passages[g.negatives[0].docid]),
+                           "negative_score": round(g.negatives[0].score, 3)}
+                          for g in (by_positive[d] for d in docids if d in by_positive)]
+    with atomic_write(RUNS / "samples.json") as f:
+        json.dump(samples, f, indent=1, ensure_ascii=False)
+
+
+def samples_section(samples: dict[str, list[dict[str, object]]]) -> str:
+    lines = []
+    if "qgen" in samples:
+        lines += ["### QGen: ten passages and the first three queries generated for each", ""]
+        for s in samples["qgen"]:
+            lines += [f"- `{s['docid']}`: \"{s['passage']}\"", f"  - {'; '.join(s['queries'])}"]
+    if "gpl" in samples:
+        lines += ["", "### GPL: ten generated queries, their passage and hard negative, cross-encoder scores",
+                  ""]
+        for s in samples["gpl"]:
+            lines += [f"- *{s['query']}*", f"  - positive ({s['positive_score']}): \"{s['positive']}\"",
+                      f"  - hard negative ({s['negative_score']}): \"{s['negative']}\""]
+    return "\n".join(lines)
 
 
 def report(output: str) -> None:
@@ -90,6 +144,8 @@ def report(output: str) -> None:
     done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, check=True, capture_output=True, text=True)
     write_section(output, "adapt-table", "```bash\n" + " ".join(command) + "\n```\n\n```\n" + done.stdout.rstrip()
                   + "\n```")
+    if (RUNS / "samples.json").is_file():
+        write_section(output, "adapt-samples", samples_section(json.loads((RUNS / "samples.json").read_text())))
 
 
 def main() -> None:
