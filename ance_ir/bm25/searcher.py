@@ -25,10 +25,12 @@ class BM25Searcher:
         self.searcher.set_bm25(k1, b)
 
     def search(self, topics: Topics, hits: int = 1000, threads: int = 2, progress: bool = False) -> Run:
-        """Top ``hits`` documents per query, best first; ``progress`` shows a bar on stderr."""
+        """Top ``hits`` documents per query, best first; ``progress`` shows a bar on stderr when the search takes
+        more than one slice of queries."""
         qids = list(topics)
         run: Run = {}
-        with tqdm(total=len(qids), unit="query", desc="BM25 search", disable=not progress, file=sys.stderr) as bar:
+        with tqdm(total=len(qids), unit="query", desc="BM25 search", file=sys.stderr,
+                  disable=not progress or len(qids) <= SEARCH_SLICE) as bar:
             for start in range(0, len(qids), SEARCH_SLICE):
                 part = qids[start:start + SEARCH_SLICE]
                 results = self.searcher.batch_search([topics[q] for q in part], part, k=hits, threads=threads)

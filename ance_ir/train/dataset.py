@@ -198,9 +198,6 @@ class GroupsSource(DataSource):
         if LOSSES[self.config.loss.name].needs_teacher and not any(scores.values()):
             raise ValueError(f"{d.groups}: no passage has a score, and loss {self.config.loss.name!r} needs teacher "
                              "scores (write them with python -m ance_ir.rerank --groups)")
-        if self.config.negatives.options.get("denoise_above") is not None and not any(scores.values()):
-            raise ValueError(f"{d.groups}: no passage has a score, and negatives.denoise_above leaves out the "
-                             "negatives a teacher scores high (score them with python -m ance_ir.rerank --groups)")
         return TrainData(corpus_path, docids, texts, queries, exclude, pairs, negatives, scores)
 
 

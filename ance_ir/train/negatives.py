@@ -322,6 +322,10 @@ class GroupNegatives(CandidateNegatives):
         threshold = config.negatives.options["denoise_above"]
         candidates = data.negatives
         if threshold is not None:
+            if not any(data.scores.values()):
+                raise ValueError(f"{config.data.groups}: no passage has a score, and negatives.denoise_above leaves "
+                                 "out the negatives a teacher scores high (score them with python -m ance_ir.rerank "
+                                 "--groups)")
             candidates, dropped = denoise(data.negatives, data.scores, threshold)
             if dist.is_main:
                 total = sum(len(docids) for docids in data.negatives.values())
