@@ -269,7 +269,8 @@ class DenseEncoder(torch.nn.Module):
                 tokenize, embed = ((model.tokenize_queries, model.embed_queries) if side == "query"
                                    else (model.tokenize_passages, model.embed_passages))
                 starts = range(0, len(order), batch_size)
-                for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=not show_progress,
+                # a terminal only (disable=None): in a log file every redraw of a nested bar is a new line
+                for start in tqdm(starts, desc=f"encode {side}s", unit="batch", disable=None if show_progress else True,
                                   leave=False, file=sys.stderr):
                     rows = order[start:start + batch_size]
                     out[rows] = embed(tokenize([texts[i] for i in rows])).float().cpu().numpy()
