@@ -28,7 +28,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet
+from ance_ir.modeling.cross_encoder import save_transformer
 from ance_ir.modeling.encoder import _load_backbone
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
@@ -137,13 +137,7 @@ class ColBERT(torch.nn.Module):
         with atomic_directory(directory) as tmp:
             write_kind(tmp, self.kind)
             (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
-            backend = getattr(self.tokenizer, "backend_tokenizer", None)
-            if backend is not None:  # the last call's truncation and padding stay set in a fast tokenizer
-                backend.no_truncation()
-                backend.no_padding()
-            self.tokenizer.save_pretrained(tmp)
-            with _quiet():
-                self.backbone.save_pretrained(tmp)
+            save_transformer(tmp, self.tokenizer, self.backbone)
             save_file({k: v.contiguous() for k, v in self.projection.state_dict().items()}, tmp / PROJECTION_NAME)
 
     @property

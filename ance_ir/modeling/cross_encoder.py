@@ -60,6 +60,19 @@ def _quiet() -> Iterator[None]:
             transformers_logging.enable_progress_bar()
 
 
+def save_transformer(folder: Path, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> None:
+    """Write a tokenizer and a transformers model into ``folder`` (a kind's ``save_pretrained``), quietly; a fast
+    tokenizer's last truncation and padding, which it keeps set after a call, are cleared first so they are not
+    saved with it."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
+    tokenizer.save_pretrained(folder)
+    with _quiet():
+        model.save_pretrained(folder)
+
+
 @register_model_kind
 class CrossEncoder(torch.nn.Module):
     """Scores (query, passage) pairs jointly: a transformer over both texts and a one-number head.
@@ -134,13 +147,7 @@ class CrossEncoder(torch.nn.Module):
             write_kind(tmp, self.kind)
             (tmp / CONFIG_NAME).write_text(json.dumps({"max_length": self.max_length}, indent=2) + "\n",
                                            encoding="utf-8")
-            backend = getattr(self.tokenizer, "backend_tokenizer", None)
-            if backend is not None:  # the last call's truncation stays set in a fast tokenizer: not saved with it
-                backend.no_truncation()
-                backend.no_padding()
-            self.tokenizer.save_pretrained(tmp)
-            with _quiet():
-                self.backbone.save_pretrained(tmp)
+            save_transformer(tmp, self.tokenizer, self.backbone)
             if self.head is not None:
                 save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
 

@@ -44,7 +44,7 @@ from transformers import (
 )
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet
+from ance_ir.modeling.cross_encoder import _quiet, save_transformer
 from ance_ir.modeling.encoder import _load_backbone
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
@@ -247,13 +247,7 @@ class QueryGenerator(torch.nn.Module):
         with atomic_directory(directory) as tmp:
             write_kind(tmp, self.kind)
             (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
-            backend = getattr(self.tokenizer, "backend_tokenizer", None)
-            if backend is not None:  # the last call's truncation stays set in a fast tokenizer: not saved with it
-                backend.no_truncation()
-                backend.no_padding()
-            self.tokenizer.save_pretrained(tmp)
-            with _quiet():
-                self.model.save_pretrained(tmp)
+            save_transformer(tmp, self.tokenizer, self.model)
 
     @property
     def settings(self) -> dict[str, int]:

@@ -21,7 +21,7 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet
+from ance_ir.modeling.cross_encoder import _quiet, save_transformer
 from ance_ir.modeling.kinds import register_model_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -79,13 +79,7 @@ class MaskedLM(torch.nn.Module):
         """A plain Hugging Face folder (model with its head, tokenizer), replacing ``directory`` as a whole; no kind
         is recorded, so any kind loads the backbone from it."""
         with atomic_directory(directory) as tmp:
-            backend = getattr(self.tokenizer, "backend_tokenizer", None)
-            if backend is not None:  # the last call's truncation stays set in a fast tokenizer: not saved with it
-                backend.no_truncation()
-                backend.no_padding()
-            self.tokenizer.save_pretrained(tmp)
-            with _quiet():
-                self.mlm.save_pretrained(tmp)
+            save_transformer(tmp, self.tokenizer, self.mlm)
 
     @property
     def device(self) -> torch.device:

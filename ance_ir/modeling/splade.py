@@ -19,7 +19,7 @@ from tqdm import tqdm
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet
+from ance_ir.modeling.cross_encoder import _quiet, save_transformer
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -107,13 +107,7 @@ class Splade(torch.nn.Module):
         with atomic_directory(directory) as tmp:
             write_kind(tmp, self.kind)
             (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
-            backend = getattr(self.tokenizer, "backend_tokenizer", None)
-            if backend is not None:
-                backend.no_truncation()
-                backend.no_padding()
-            self.tokenizer.save_pretrained(tmp)
-            with _quiet():
-                self.mlm.save_pretrained(tmp)
+            save_transformer(tmp, self.tokenizer, self.mlm)
 
     @property
     def settings(self) -> dict[str, int]:
