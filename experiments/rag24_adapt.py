@@ -89,6 +89,29 @@ def run(only: list[str] | None) -> None:
         if (only is None or name in only) and not (RUNS / f"{name}.test.trec.gz").is_file():
             row()
     write_samples()
+    if (WORK / "gpl" / "qgen.qrels").is_file() and (ZERO_SHOT_INDEX / "meta.json").is_file():
+        write_consistency()
+
+
+CONSISTENCY = ["--metrics", "mrr@10", "r@10", "r@100"]
+
+
+def write_consistency() -> None:
+    """How well zero-shot MiniLM finds the passage each of GPL's generated queries was written for (its only
+    relevant passage), beside the same measures for the real training queries and their judged passages; both
+    ``python -m ance_ir.eval`` outputs go to ``runs/rag24/adapt/consistency.txt`` for the report."""
+    run = WORK / "generated.zero-shot.trec"
+    sh(py("ance_ir.search", "--topics", str(WORK / "gpl" / "qgen.tsv"), "--index", str(ZERO_SHOT_INDEX), "--hits",
+          "100", "--output", str(run)))
+    outputs = []
+    for qrels, ranking in ((WORK / "gpl" / "qgen.qrels", run), ("rag24-mini-train", "runs/rag24/minilm.train.trec.gz")):
+        done = subprocess.run(py("ance_ir.eval", "--qrels", str(qrels), "--run", str(ranking), *CONSISTENCY),
+                              cwd=ROOT, check=True, capture_output=True, text=True)
+        outputs.append(done.stdout.rstrip())
+    with atomic_write(RUNS / "consistency.txt") as f:
+        f.write("generated queries (GPL's, one a passage), zero-shot MiniLM:\n" + outputs[0]
+                + "\n\nrag24-mini-train's real queries, zero-shot MiniLM (runs/rag24/minilm.train.trec.gz):\n"
+                + outputs[1] + "\n")
 
 
 def _head(text: str, words: int = 40) -> str:
@@ -144,6 +167,8 @@ def report(output: str) -> None:
     done = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, check=True, capture_output=True, text=True)
     write_section(output, "adapt-table", "```bash\n" + " ".join(command) + "\n```\n\n```\n" + done.stdout.rstrip()
                   + "\n```")
+    if (RUNS / "consistency.txt").is_file():
+        write_section(output, "adapt-consistency", "```\n" + (RUNS / "consistency.txt").read_text().rstrip() + "\n```")
     if (RUNS / "samples.json").is_file():
         write_section(output, "adapt-samples", samples_section(json.loads((RUNS / "samples.json").read_text())))
 
