@@ -8,9 +8,9 @@ for every passage (``experiments.rag24_sparse``: ``configs/rag24-mini/generator.
 
 * QGen: each passage's first three queries of its ``d2q-5`` expansion paired with it, the batch's other passages
   the negatives (MNRL), ``configs/rag24-mini/qgen.yaml``;
-* GPL: ``python -m ance_ir.gpl`` with one generated query a passage, its ``GPL_DEPTH`` hard negatives from the
-  zero-shot MiniLM index, every pair labelled by the MiniLM cross-encoder (``experiments.rag24_distill teacher``)
-  and Margin-MSE training, ``configs/rag24-mini/gpl.yaml``.
+* GPL: ``python -m ance_ir.gpl`` with one generated query a passage, ``GPL_QUERIES`` of them drawn, each with its
+  ``GPL_DEPTH`` hard negative from the zero-shot MiniLM index, every pair labelled by the MiniLM cross-encoder of
+  ``docs/rerank-rag24.md`` and ``GPL_STEPS`` steps of Margin-MSE, ``configs/rag24-mini/gpl.yaml``.
 
 No T5 generator or MS MARCO cross-encoder ships offline, so the generator and the cross-encoder here were trained on
 rag24-mini's training topics: no training qrels reach the retriever, but the pseudo labels come from models that saw
@@ -32,8 +32,7 @@ from ance_ir.data import iter_corpus, read_groups
 from ance_ir.data.atomic import atomic_write
 from ance_ir.datasets import resolve_corpus
 from bench.common import write_section
-from experiments.rag24_distill import TEACHER
-from experiments.rag24_distill import teacher as train_teacher
+from experiments.rag24_distill import teacher_model
 from experiments.rag24_sparse import expanded_corpus
 from experiments.rag24_table1 import ROOT, py, sh
 
@@ -41,7 +40,9 @@ WORK = ROOT / "train-runs" / "adapt"
 RUNS = ROOT / "runs" / "rag24" / "adapt"
 ZERO_SHOT_INDEX = WORK / "indexes" / "minilm"
 BASELINES = ["runs/rag24/minilm.test.trec.gz", "runs/rag24/bm25.test.trec.gz"]
-GPL_DEPTH = 3  # hard negatives a query: every (query, passage) pair costs a MiniLM cross-encoder forward on CPU
+# GPL's budget on this 2-core CPU, where every (query, passage) pair costs a MiniLM cross-encoder forward: 2,400
+# generated queries (150 steps of 16, each query once), one hard negative each (Margin-MSE uses one a step)
+GPL_QUERIES, GPL_DEPTH, GPL_STEPS = 2400, 1, 150
 
 
 def search(model: Path, row: str) -> None:
@@ -70,14 +71,14 @@ def qgen() -> None:
 def gpl() -> None:
     from experiments.rag24_sparse import generator_trained
 
-    train_teacher()
+    cross_encoder = teacher_model()
     if not (ZERO_SHOT_INDEX / "meta.json").is_file():
         sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", "minilm", "--output", str(ZERO_SHOT_INDEX),
               "--quiet"))
     out = WORK / "gpl"
     sh(py("ance_ir.gpl", "--corpus", "rag24-mini", "--generator", generator_trained(), "--retriever",
-          str(ZERO_SHOT_INDEX), "--cross-encoder", str(TEACHER / "final"), "--queries-per-passage", "1", "--depth",
-          str(GPL_DEPTH), "--output", str(out)))
+          str(ZERO_SHOT_INDEX), "--cross-encoder", str(cross_encoder), "--queries-per-passage", "1", "--max-queries",
+          str(GPL_QUERIES), "--depth", str(GPL_DEPTH), "--max-steps", str(GPL_STEPS), "--output", str(out)))
     search(out / "model" / "final", "gpl")
 
 

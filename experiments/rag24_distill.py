@@ -64,13 +64,19 @@ def run_file(row: str, seed: int) -> Path:
     return RUNS / f"{row}.seed{seed}.test.trec.gz"
 
 
-def teacher() -> None:
-    """The groups of BM25 negatives, scored by the cross-encoder."""
-    WORK.mkdir(parents=True, exist_ok=True)
+def teacher_model() -> Path:
+    """The MiniLM cross-encoder trained on the training topics (``docs/rerank-rag24.md``)."""
     if not (TEACHER / "final").is_dir():
         sh(py("ance_ir.train", "--config", "configs/rag24-mini/cross-encoder.yaml", "--set", "model.name=minilm",
               "--set", "task.n_negatives=3", "--set", "optim.lr=3e-5", "--set", "optim.max_steps=300",
               "--save-every", "50", "--output", str(TEACHER), "--no-progress"))
+    return TEACHER / "final"
+
+
+def teacher() -> None:
+    """The groups of BM25 negatives, scored by the cross-encoder."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    teacher_model()
     if not GROUPS.is_file():
         sh(py("ance_ir.negatives", "--topics", "rag24-mini-train", "--qrels", "rag24-mini-train", "--corpus",
               "rag24-mini", "--source", "run", "--run", BM25_RUNS["train"], "--depth", "30",

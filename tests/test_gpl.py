@@ -96,6 +96,18 @@ def test_a_rerun_with_other_settings_is_refused(toy, models, tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def test_max_queries_pairs_mines_and_labels_that_many_drawn_queries(toy, models, tmp_path, capsys):
+    out = tmp_path / "gpl"
+    code, err = run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),
+                         "--retriever", str(models / "index"), "--cross-encoder", str(models / "cross-encoder"),
+                         "--output", str(out), "--queries-per-passage", "2", "--max-queries", "5", "--depth", "2",
+                         "--max-steps", "2", capsys=capsys)
+    assert code == 0, err
+    assert len((out / "qgen.qrels").read_text().splitlines()) == 5
+    with gzip.open(out / "scored.jsonl.gz", "rt") as f:
+        assert sum(1 for _ in f) == 5
+
+
 def test_a_missing_retriever_index_stops_before_any_work(toy, models, tmp_path, capsys):
     out = tmp_path / "gpl"
     assert_refused(run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),

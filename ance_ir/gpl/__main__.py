@@ -10,7 +10,8 @@ Stages, each skipped when its output exists (rerun the command to resume after a
 1. ``OUTPUT/expanded.jsonl.queries.jsonl``: ``--queries-per-passage`` queries generated for every passage
    (``python -m ance_ir.expand``; sampling from ``--seed``).
 2. ``OUTPUT/qgen.tsv``, ``OUTPUT/qgen.qrels``, ``OUTPUT/qgen.jsonl``: the queries as topics and qrels, each
-   query's passage its positive (``python -m ance_ir.pretrain_data qgen``).
+   query's passage its positive (``python -m ance_ir.pretrain_data qgen``); with ``--max-queries N``, N of them
+   drawn with ``--seed`` (the later stages cost one cross-encoder forward per pair).
 3. ``OUTPUT/negatives.jsonl.gz``: each query's hard negatives, the top ``--depth`` passages of the dense index
    ``--retriever`` minus its own passage (``python -m ance_ir.negatives --source dense``).
 4. ``OUTPUT/scored.jsonl.gz``: every (query, passage) pair scored by the cross-encoder (``python -m
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="training config whose settings GPL uses (default: configs/rag24-mini/gpl.yaml)")
     parser.add_argument("--queries-per-passage", type=positive_int, default=3, help="generated queries (default 3)")
     parser.add_argument("--depth", type=positive_int, default=50, help="hard negatives mined per query (default 50)")
+    parser.add_argument("--max-queries", type=positive_int,
+                        help="pair, mine and label only this many generated queries, drawn with --seed (default: all)")
     parser.add_argument("--max-steps", type=positive_int, help="training steps (default: the config's)")
     parser.add_argument("--seed", type=int, default=42, help="sampling and training seed (default 42)")
     args = parser.parse_args(argv)
@@ -81,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output)
     settings = {"corpus": args.corpus, "generator": args.generator, "retriever": args.retriever,
                 "cross_encoder": args.cross_encoder, "model": start, "train_config": args.train_config,
-                "queries_per_passage": args.queries_per_passage, "depth": args.depth, "max_steps": args.max_steps,
+                "queries_per_passage": args.queries_per_passage, "max_queries": args.max_queries, "depth": args.depth,
+                "max_steps": args.max_steps,
                 "seed": args.seed}
     _check_settings(out / "gpl.json", settings)
     created = not out.exists()
@@ -129,7 +133,8 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option",
                                           f"queries={json.dumps(str(queries))}",
                                           "--output", str(groups), "--topics-out", str(topics), "--qrels-out",
-                                          str(qrels)], timings)
+                                          str(qrels), "--seed", str(args.seed),
+                                          *(["--sample", str(args.max_queries)] if args.max_queries else [])], timings)
     stage("mine", mined, negatives, ["--topics", str(topics), "--qrels", str(qrels), "--corpus", args.corpus,
                                      "--source", "dense", "--index", args.retriever, "--hits", str(args.depth + 1),
                                      "--depth", str(args.depth), "--output", str(mined)], timings)
