@@ -33,7 +33,9 @@ BM25_INDEX = WORK / "bm25-index"
 
 #: label, config, --set overrides (the index, groups and ranker paths filled in)
 TASKS = [
-    ("DPR (contrastive, BM25 + in-batch, NLL)", "presets/bert-tiny", (f"negatives.bm25_index={BM25_INDEX}",)),
+    ("DPR (contrastive, BM25 + in-batch, NLL)", "presets/bert-tiny",
+     ("data.corpus=rag24-mini", "data.topics=rag24-mini-train", "data.qrels=rag24-mini-train",
+      "data.min_positive_grade=2", f"negatives.bm25_index={BM25_INDEX}")),
     ("STAR (static hard + in-batch, RankNet)", "rag24-mini/star", (f"negatives.index={INDEX}",)),
     ("ADORE (query tower, retrieval every step)", "rag24-mini/adore", (f"task.index={INDEX}",)),
     ("Margin-MSE (1 scored negative)", "rag24-mini/margin-mse", (f"data.groups={GROUPS}",)),
