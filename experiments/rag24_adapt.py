@@ -115,7 +115,8 @@ def write_consistency() -> None:
                 + outputs[1] + "\n")
 
 
-def _head(text: str, words: int = 40) -> str:
+def head(text: str, words: int = 40) -> str:
+    """The first ``words`` words of ``text``, for a report."""
     cut = text.split()
     return " ".join(cut[:words]) + (" ..." if len(cut) > words else "")
 
@@ -131,13 +132,13 @@ def write_samples(n: int = 10) -> None:
     samples: dict[str, list[dict[str, object]]] = {}
     if (RUNS / "qgen.test.trec.gz").is_file():
         generated = read_generated_queries(qgen_queries())
-        samples["qgen"] = [{"docid": d, "passage": _head(passages[d]), "queries": generated[d][:3]} for d in docids]
+        samples["qgen"] = [{"docid": d, "passage": head(passages[d]), "queries": generated[d][:3]} for d in docids]
     scored = WORK / "gpl" / "scored.jsonl.gz"
     if (RUNS / "gpl.test.trec.gz").is_file() and scored.is_file():
         by_positive = {g.positives[0].docid: g for g in read_groups(scored)}
-        samples["gpl"] = [{"query": g.query, "positive": _head(passages[g.positives[0].docid]),
+        samples["gpl"] = [{"query": g.query, "positive": head(passages[g.positives[0].docid]),
                            "positive_score": round(g.positives[0].score, 3),
-                           "negative": _head(passages[g.negatives[0].docid]),
+                           "negative": head(passages[g.negatives[0].docid]),
                            "negative_score": round(g.negatives[0].score, 3)}
                           for g in (by_positive[d] for d in docids if d in by_positive)]
     with atomic_write(RUNS / "samples.json") as f:

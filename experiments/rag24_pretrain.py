@@ -20,6 +20,7 @@ from pathlib import Path
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
 from bench.common import write_section
+from experiments.rag24_adapt import head
 from experiments.rag24_table1 import ROOT
 
 SAMPLES = ROOT / "runs" / "rag24" / "pretrain"
@@ -35,11 +36,6 @@ WHAT = {
     "simcse": "SimCSE: a passage and itself (dropout makes the two encodings differ)",
     "contriever": "Contriever (and MoCo): two independent random crops of one passage",
 }
-
-
-def _head(text: str, words: int = 45) -> str:
-    cut = text.split()
-    return " ".join(cut[:words]) + (" ..." if len(cut) > words else "")
 
 
 def samples() -> dict[str, int]:
@@ -59,9 +55,10 @@ def section(source: str, pairs: int, texts: dict[str, str]) -> str:
     groups = [json.loads(line) for line in (SAMPLES / f"{source}.samples.jsonl").read_text().splitlines()]
     lines = [f"### {source}: {pairs:,} pairs from the corpus", "", WHAT[source] + ".", ""]
     for group in groups:
-        lines += [f"- Q: \"{_head(group['query'], 30)}\"",
-                  f"  - positive: \"{_head(group['positive_passages'][0]['text'])}\""]
-        lines += [f"  - negative: \"{_head(p.get('text') or texts[p['docid']])}\"" for p in group["negative_passages"]]
+        lines += [f"- Q: \"{head(group['query'], 30)}\"",
+                  f"  - positive: \"{head(group['positive_passages'][0]['text'], 45)}\""]
+        lines += [f"  - negative: \"{head(p.get('text') or texts[p['docid']], 45)}\""
+                  for p in group["negative_passages"]]
     return "\n".join(lines)
 
 
