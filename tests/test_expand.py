@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, run_main
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_main
 
 from ance_ir.data import iter_corpus, output_lock
 from ance_ir.expand import judged_queries, queries_path, work_folder
@@ -126,6 +126,33 @@ def test_judged_queries_expand_the_relevant_passages_with_their_topics_text(toy,
     both = judged_queries({"q1": "cat  mat", "q2": "cat mat", "q3": "dog"}, {"q1": {"d": 1}, "q2": {"d": 2},
                                                                             "q3": {"d": 0}})
     assert both == {"d": ["cat mat"]}  # one text once; grade 0 is not relevant
+
+
+def test_a_judged_expansion_resumes_from_another_folder_with_relative_paths(toy, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "upper.jsonl"
+    more = ("--output", str(out), "--chunk-size", "3", "--quiet")
+    monkeypatch.chdir(toy)
+    code, err = run_main(main, "--corpus", "corpus.jsonl", "--topics", "topics.tsv", "--qrels", "qrels.txt", *more,
+                         "--stop-after-chunks", "1", capsys=capsys)
+    assert code == 0 and "stopped after 1 chunks" in err, err
+    monkeypatch.chdir(toy.parent)
+    code, err = run_main(main, "--corpus", f"{toy.name}/corpus.jsonl", "--topics", f"{toy.name}/topics.tsv",
+                         "--qrels", f"./{toy.name}/qrels.txt", *more, capsys=capsys)
+    assert code == 0 and "reused 3 of 8 passages already expanded" in err, err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--topics", "topics.tsv", "--qrels", "qrels.txt", "--n", "3", "--top-k", "5"),
+     "--n, --top-k: not used with --topics"),
+    (("--generator", "GENERATOR", "--min-positive-grade", "2"), "--min-positive-grade: not used with --generator"),
+])
+def test_the_other_modes_flags_are_refused_not_ignored(toy, generator_dir, tmp_path, monkeypatch, capsys, flags,
+                                                     message):
+    monkeypatch.chdir(toy)
+    flags = tuple(str(generator_dir) if f == "GENERATOR" else f for f in flags)
+    out = tmp_path / "x.jsonl"
+    assert_refused(run_main(main, "--corpus", "corpus.jsonl", "--output", str(out), *flags, capsys=capsys),
+                   message, out)
 
 
 def test_an_existing_output_needs_force_and_a_locked_one_is_refused(toy, generator_dir, tmp_path, capsys):

@@ -58,6 +58,13 @@ def _positive_float(value: str) -> float:
     return number
 
 
+#: the flags of --generator only, with their defaults (None in argparse, so that --topics can refuse them)
+GENERATOR_DEFAULTS = {"n": 10, "seed": 42, "top_k": 10, "top_p": 1.0, "temperature": 1.0, "max_length": None,
+                      "batch_size": 16, "precision": "fp32", "device": None, "threads": None}
+#: the flags of --topics only
+JUDGED_DEFAULTS = {"min_positive_grade": 1}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.expand", description=__doc__)
     parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name (rag24-mini)")
@@ -69,25 +76,25 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--topics", help="instead of a generator: topics whose text expands the passages judged "
                                          "relevant to them (with --qrels)")
     parser.add_argument("--qrels", help="with --topics: the judgments (TREC file or name)")
-    parser.add_argument("--min-positive-grade", type=non_negative_int, default=1,
-                        help="with --topics: a passage judged at least this grade gets the topic's text")
-    parser.add_argument("--n", type=positive_int, default=10, help="queries generated per passage")
-    parser.add_argument("--seed", type=int, default=42, help="sampling seed")
-    parser.add_argument("--top-k", type=non_negative_int, default=10,
-                        help="sample each token from the k most likely (0: no cut)")
-    parser.add_argument("--top-p", type=_share, default=1.0,
-                        help="nucleus sampling: then from the smallest set of probability p (1: no cut)")
-    parser.add_argument("--temperature", type=_positive_float, default=1.0, help="sampling temperature")
+    parser.add_argument("--min-positive-grade", type=non_negative_int,
+                        help="with --topics: a passage judged at least this grade gets the topic's text (default: 1)")
+    parser.add_argument("--n", type=positive_int, help="queries generated per passage (default: 10)")
+    parser.add_argument("--seed", type=int, help="sampling seed (default: 42)")
+    parser.add_argument("--top-k", type=non_negative_int,
+                        help="sample each token from the k most likely (0: no cut; default: 10)")
+    parser.add_argument("--top-p", type=_share,
+                        help="nucleus sampling: then from the smallest set of probability p (1, the default: no cut)")
+    parser.add_argument("--temperature", type=_positive_float, help="sampling temperature (default: 1)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per query, its end token included (default: the generator's query length)")
-    parser.add_argument("--batch-size", type=positive_int, default=16,
-                        help="passages decoded together (each with its --n samples)")
+    parser.add_argument("--batch-size", type=positive_int,
+                        help="passages decoded together, each with its --n samples (default: 16)")
     parser.add_argument("--chunk-size", type=positive_int, default=1000, help="passages per resumable chunk")
     parser.add_argument("--stop-after-chunks", type=positive_int,
                         help="stop after writing this many chunks (the work is kept); rerun to continue")
-    parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="fp32",
-                        help="fp32 (the same queries on every CPU), auto (bf16 where the hardware computes it "
-                             "natively), bf16, fp16 (CUDA) or int8 (CPU, lossy)")
+    parser.add_argument("--precision", choices=INFERENCE_PRECISIONS,
+                        help="fp32 (the default: the same queries on every CPU), auto (bf16 where the hardware "
+                             "computes it natively), bf16, fp16 (CUDA) or int8 (CPU, lossy)")
     parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--force", action="store_true", help="replace an existing output")
@@ -99,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.qrels and not args.topics:
         raise ValueError("--qrels goes with --topics (expansion with the judged queries' own text); a generator "
                          "needs none")
+    _only_for_own_mode(args)
     output = check_output(args.output)
     from ance_ir.data import InputError
     from ance_ir.data.corpus import is_tsv
@@ -128,6 +136,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _only_for_own_mode(args: argparse.Namespace) -> None:
+    """Refuse the other mode's flags (they would be ignored), then fill in this mode's defaults."""
+    own, other = (JUDGED_DEFAULTS, GENERATOR_DEFAULTS) if args.topics else (GENERATOR_DEFAULTS, JUDGED_DEFAULTS)
+    given = ["--" + dest.replace("_", "-") for dest in other if getattr(args, dest) is not None]
+    if given:
+        mode = "--topics (the judged queries' own text)" if args.topics else "--generator"
+        raise ValueError(f"{', '.join(given)}: not used with {mode}")
+    for dest, default in own.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+
+
+def _recorded(value: str) -> str:
+    """How the resume record names an input: a file or folder by its absolute path (a rerun from another folder, or
+    with ``./`` added, names the same one), a dataset or Hugging Face name as given."""
+    return str(Path(value).resolve()) if Path(value).exists() else value
+
+
 def _judged(args: argparse.Namespace, job: dict):
     from ance_ir.datasets import resolve_qrels, resolve_topics
     from ance_ir.expand import judged_queries, mapping_digest
@@ -137,7 +163,7 @@ def _judged(args: argparse.Namespace, job: dict):
     if not queries:
         raise ValueError(f"no passage is judged >= {args.min_positive_grade} (--min-positive-grade) for a topic of "
                          f"{args.topics} in {args.qrels}")
-    job = {**job, "source": "judged queries", "topics": args.topics, "qrels": args.qrels,
+    job = {**job, "source": "judged queries", "topics": _recorded(args.topics), "qrels": _recorded(args.qrels),
            "min_positive_grade": args.min_positive_grade, "queries_sha256": mapping_digest(queries)}
     return (lambda passages: [queries.get(p.docid, []) for p in passages]), job
 
@@ -163,13 +189,12 @@ def _generator(args: argparse.Namespace, job: dict):
     if model.decoder_positions and max_length > model.decoder_positions:
         raise ValueError(f"--max-length: at most the decoder's {model.decoder_positions} positions, got {max_length}")
     model.to(device)
-    name = str(Path(args.generator).resolve()) if Path(args.generator).is_dir() else args.generator
     settings = {"n": args.n, "seed": args.seed, "top_k": args.top_k, "top_p": args.top_p,
                 "temperature": args.temperature, "max_length": max_length,
                 "batch_size": args.batch_size, "precision": precision,
                 "device": device.type}  # sampling inverts a CDF: another device's rounding picks other tokens
-    job = {**job, "source": "generator", "generator": name, "generator_sha256": model.fingerprint(),
-           "generator_settings": model.settings, "sampling": settings}
+    job = {**job, "source": "generator", "generator": _recorded(args.generator),
+           "generator_sha256": model.fingerprint(), "generator_settings": model.settings, "sampling": settings}
 
     def generate(passages):
         return model.generate([p.text for p in passages], n=args.n, seed=args.seed, top_k=args.top_k,
