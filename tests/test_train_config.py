@@ -64,6 +64,15 @@ def test_file_errors_name_file_and_line(tmp_path, text, line, message):
     assert str(error.value).startswith(f"{path}:{line}: ")
 
 
+def test_a_file_takes_qualified_names_as_set_writes_them(tmp_path):
+    dotted = build_config(_file(tmp_path, REQUIRED + "task.batch_size: 8\noptim.lr: 2.0e-5\n"), {})
+    nested = build_config(_file(tmp_path, REQUIRED + "task: {batch_size: 8}\noptim: {lr: 2.0e-5}\n"), {})
+    assert dotted == nested and dotted.task.batch_size == 8
+    with pytest.raises(InputError, match="task.batchsize: unknown setting; did you mean 'task.batch_size'") as error:
+        build_config(_file(tmp_path, REQUIRED + "task.batchsize: 8\n"), {})
+    assert ":5: " in str(error.value)
+
+
 def test_flag_errors_name_the_flag(tmp_path):
     path = _file(tmp_path, REQUIRED)
     with pytest.raises(ValueError, match="^--lr: optim.lr: must be a number"):

@@ -200,6 +200,8 @@ def _place(key: str, value: Any) -> list[tuple[str, Any]]:
         return [(f"{section}.{name}" if section else name, value)]
     if key in SECTIONS:  # ``data: groups``: the section's component
         return [(f"{key}.{SHORTHAND_FIELD[key]}", value)]
+    if key.partition(".")[0] in SECTIONS:  # ``task.name: mlm``, as --set writes it
+        return [(key, value)]
     raise KeyError(_unknown(key, _known_names()))
 
 
