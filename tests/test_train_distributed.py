@@ -22,12 +22,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("in_batch", [False, True], ids=["own-negatives", "gathered-in-batch"])
-def test_two_processes_match_one(toy, tmp_path, in_batch):  # noqa: F811 (toy: fixture)
-    # no dropout: the two ranks draw different dropout masks than one process would
-    settings = toy_settings(toy, tmp_path / "ddp", model=str(toy / "bert-nodrop"), batch_size=4,
-                            grad_accumulation=2, max_steps=6, refresh_every=3, in_batch=in_batch)
-    config_file = tmp_path / "ddp.yaml"
+def _torchrun_two(settings: dict, config_file) -> None:
+    """Train ``settings`` with torchrun in 2 CPU processes."""
     config_file.write_text(yaml.safe_dump(settings))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
@@ -36,6 +32,14 @@ def test_two_processes_match_one(toy, tmp_path, in_batch):  # noqa: F811 (toy: f
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.count("last checkpoint:") == 1  # only rank 0 reports (and writes)
+
+
+@pytest.mark.parametrize("in_batch", [False, True], ids=["own-negatives", "gathered-in-batch"])
+def test_two_processes_match_one(toy, tmp_path, in_batch):  # noqa: F811 (toy: fixture)
+    # no dropout: the two ranks draw different dropout masks than one process would
+    settings = toy_settings(toy, tmp_path / "ddp", model=str(toy / "bert-nodrop"), batch_size=4,
+                            grad_accumulation=2, max_steps=6, refresh_every=3, in_batch=in_batch)
+    _torchrun_two(settings, tmp_path / "ddp.yaml")
 
     single = tmp_path / "single"
     train(build_config(None, {**settings, "output": str(single)}))
@@ -74,3 +78,22 @@ def test_without_cross_batch_each_process_scores_its_own_passages(toy, tmp_path)
     local = training_records(tmp_path / "ddp")[0]["loss"]
     assert local == pytest.approx(sum(r["loss"] for r in training_records(halves)) / 2, rel=1e-5)
     assert local != pytest.approx(training_records(gathered)[0]["loss"], rel=1e-3)
+
+
+def test_two_processes_train_mlm_as_one(toy, tmp_path):  # noqa: F811 (toy: fixture)
+    # each process masks its rows as one process masks those rows of the global batch; the loss is the mean over
+    # the global batch's masked tokens (the processes mask different numbers of tokens)
+    from test_mlm import settings as mlm_settings
+
+    settings = toy_settings(toy, tmp_path / "ddp", **mlm_settings(toy, batch_size=4, max_steps=4))
+    _torchrun_two(settings, tmp_path / "ddp.yaml")
+    single = tmp_path / "single"
+    train(build_config(None, {**settings, "output": str(single)}))
+    ddp_steps, single_steps = training_records(tmp_path / "ddp"), training_records(single)
+    assert [r["step"] for r in ddp_steps] == [r["step"] for r in single_steps] == [1, 2, 3, 4]
+    for mine, theirs in zip(ddp_steps, single_steps, strict=True):
+        for key in ("loss", "grad_norm"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-4, abs=1e-7), (mine["step"], key)
+    final_ddp = weights(list_checkpoints(RunDir(tmp_path / "ddp"))[-1])
+    for name, tensor in weights(list_checkpoints(RunDir(single))[-1]).items():
+        torch.testing.assert_close(final_ddp[name], tensor, rtol=1e-4, atol=1e-5)

@@ -122,10 +122,8 @@ class AdoreTask(TrainingTask):
         return self.stream.epochs_done
 
     def next_batch(self) -> list[tuple[str, str]]:
-        batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
-        local = batch_size // dist.world_size
-        pairs = [self.ctx.data.pairs[i] for i in self.stream.take(batch_size)]
-        return pairs[dist.rank * local:(dist.rank + 1) * local]
+        pairs = [self.ctx.data.pairs[i] for i in self.stream.take(self.ctx.config.task.batch_size)]
+        return self.ctx.dist.local_share(pairs)
 
     def loss(self, module: torch.nn.Module, batch: Sequence[tuple[str, str]],
              autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:

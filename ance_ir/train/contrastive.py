@@ -111,10 +111,8 @@ class GroupTask(TrainingTask):
         """This process's groups as model inputs."""
 
     def next_batch(self) -> GroupBatch:
-        batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
-        local = batch_size // dist.world_size
-        groups = self.draws.draw(batch_size)
-        mine = groups[dist.rank * local:(dist.rank + 1) * local]
+        groups = self.draws.draw(self.ctx.config.task.batch_size)
+        mine = self.ctx.dist.local_share(groups)
         return GroupBatch(groups, mine, self.collate(mine))
 
     def _teacher(self, groups: list[Group]) -> torch.Tensor | None:

@@ -67,9 +67,8 @@ class DeepCTTask(TrainingTask):
         return self.stream.epochs_done
 
     def next_batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
-        batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
-        local = batch_size // dist.world_size
-        docids = [self.passages[i] for i in self.stream.take(batch_size)][dist.rank * local:(dist.rank + 1) * local]
+        drawn = self.stream.take(self.ctx.config.task.batch_size)
+        docids = self.ctx.dist.local_share([self.passages[i] for i in drawn])
         split = [words(self.ctx.data.texts[d]) for d in docids]
         inputs, first = self.model.tokenize(split)
         targets = torch.zeros(first.shape)

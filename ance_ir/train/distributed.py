@@ -62,6 +62,12 @@ class Distributed:
     def enabled(self) -> bool:
         return self.world_size > 1
 
+    def local_share(self, batch: list[T]) -> list[T]:
+        """This rank's consecutive share of a global ``batch`` drawn alike on every rank (its size a multiple of the
+        world size: the config checks the batch size)."""
+        local = len(batch) // self.world_size
+        return batch[self.rank * local:(self.rank + 1) * local]
+
     def barrier(self) -> None:
         if self.enabled:
             dist.barrier()

@@ -63,9 +63,7 @@ class GeneratorTask(TrainingTask):
         return self.stream.epochs_done
 
     def next_batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
-        local = batch_size // dist.world_size
-        chosen = [self.pairs[i] for i in self.stream.take(batch_size)][dist.rank * local:(dist.rank + 1) * local]
+        chosen = self.ctx.dist.local_share([self.pairs[i] for i in self.stream.take(self.ctx.config.task.batch_size)])
         return (self.model.tokenize_passages([p for p, _ in chosen]),
                 self.model.tokenize_queries([q for _, q in chosen]))
 

@@ -174,10 +174,9 @@ class MLMTask(TrainingTask):
         return self.stream.epochs_done
 
     def next_batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        batch_size, dist = self.ctx.config.task.batch_size, self.ctx.dist
-        local = batch_size // dist.world_size
-        docids = [self.docids[i] for i in self.stream.take(batch_size)][dist.rank * local:(dist.rank + 1) * local]
-        inputs, labels = self.masker([self.ctx.data.texts[d] for d in docids], self.batches, dist.rank * local)
+        dist = self.ctx.dist
+        docids = dist.local_share([self.docids[i] for i in self.stream.take(self.ctx.config.task.batch_size)])
+        inputs, labels = self.masker([self.ctx.data.texts[d] for d in docids], self.batches, dist.rank * len(docids))
         self.batches += 1
         return inputs, labels
 
@@ -187,7 +186,15 @@ class MLMTask(TrainingTask):
         chosen = labels != IGNORE
         with autocast():
             logits = module(inputs, chosen)
-        return StepLoss(mlm_loss(logits, labels[chosen]))
+        dist = self.ctx.dist
+        if not dist.enabled:
+            return StepLoss(mlm_loss(logits, labels[chosen]))
+        # the mean over the global batch's masked tokens, as one process computes it: DDP averages the processes'
+        # gradients, so each one's loss is its tokens' summed loss over the global count, times the world size
+        total = round(dist.mean(float(chosen.sum())) * dist.world_size)
+        summed = (F.cross_entropy(logits.float(), labels[chosen].to(logits.device), reduction="sum")
+                  if chosen.any() else logits.sum() * 0.0)
+        return StepLoss(summed * dist.world_size / max(total, 1))
 
     def state_dict(self) -> dict[str, Any]:
         return {"data": self.stream.state_dict(), "mlm_batches": self.batches}
