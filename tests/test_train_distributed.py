@@ -80,12 +80,16 @@ def test_without_cross_batch_each_process_scores_its_own_passages(toy, tmp_path)
     assert local != pytest.approx(training_records(gathered)[0]["loss"], rel=1e-3)
 
 
-def test_two_processes_train_mlm_as_one(toy, tmp_path):  # noqa: F811 (toy: fixture)
-    # each process masks its rows as one process masks those rows of the global batch; the loss is the mean over
-    # the global batch's masked tokens (the processes mask different numbers of tokens)
+@pytest.mark.parametrize("task", ["mlm", "generator"])
+def test_two_processes_train_token_losses_as_one(toy, tmp_path, task):  # noqa: F811 (toy: fixture)
+    # the loss is the mean over the global batch's tokens (masked, or of the target queries), whose number differs
+    # between the processes; mlm: each process masks its rows as one process masks those rows of the global batch
+    from test_generator import SETTINGS
     from test_mlm import settings as mlm_settings
 
-    settings = toy_settings(toy, tmp_path / "ddp", **mlm_settings(toy, batch_size=4, max_steps=4))
+    changes = (mlm_settings(toy, batch_size=4, max_steps=4) if task == "mlm" else
+               {**SETTINGS, "model": str(toy / "bert-nodrop"), "batch_size": 4, "max_steps": 4})
+    settings = toy_settings(toy, tmp_path / "ddp", **changes)
     _torchrun_two(settings, tmp_path / "ddp.yaml")
     single = tmp_path / "single"
     train(build_config(None, {**settings, "output": str(single)}))

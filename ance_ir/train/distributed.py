@@ -97,6 +97,15 @@ class Distributed:
         dist.all_reduce(tensor)
         return tensor.item() / self.world_size
 
+    def global_mean(self, summed: torch.Tensor, count: int) -> torch.Tensor:
+        """This rank's share of the mean over every rank's items, from ``summed``, its loss summed over its ``count``
+        items (tokens: ranks hold different numbers): DDP averages the ranks' gradients, so the share is the sum over
+        the global count, times the world size."""
+        if not self.enabled:
+            return summed / max(count, 1)
+        total = round(self.mean(float(count)) * self.world_size)
+        return summed * self.world_size / max(total, 1)
+
     def gather_with_grad(self, local: torch.Tensor) -> torch.Tensor:
         """All ranks' tensors concatenated along dim 0; this rank's slice keeps its autograd graph.
 

@@ -73,7 +73,7 @@ class GeneratorTask(TrainingTask):
         with autocast():
             logits = module(inputs, labels)
         losses = QueryGenerator.token_losses(logits, labels)
-        return StepLoss(losses.sum() / (labels != IGNORE).sum().clamp(min=1).to(losses.device))
+        return StepLoss(self.ctx.dist.global_mean(losses.sum(), int((labels != IGNORE).sum())))
 
     def state_dict(self) -> dict[str, Any]:
         return {"data": self.stream.state_dict()}

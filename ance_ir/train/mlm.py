@@ -186,15 +186,11 @@ class MLMTask(TrainingTask):
         chosen = labels != IGNORE
         with autocast():
             logits = module(inputs, chosen)
-        dist = self.ctx.dist
-        if not dist.enabled:
+        if not self.ctx.dist.enabled:
             return StepLoss(mlm_loss(logits, labels[chosen]))
-        # the mean over the global batch's masked tokens, as one process computes it: DDP averages the processes'
-        # gradients, so each one's loss is its tokens' summed loss over the global count, times the world size
-        total = round(dist.mean(float(chosen.sum())) * dist.world_size)
         summed = (F.cross_entropy(logits.float(), labels[chosen].to(logits.device), reduction="sum")
-                  if chosen.any() else logits.sum() * 0.0)
-        return StepLoss(summed * dist.world_size / max(total, 1))
+                  if chosen.any() else logits.sum() * 0.0)  # the mean over the global batch's masked tokens
+        return StepLoss(self.ctx.dist.global_mean(summed, int(chosen.sum())))
 
     def state_dict(self) -> dict[str, Any]:
         return {"data": self.stream.state_dict(), "mlm_batches": self.batches}
