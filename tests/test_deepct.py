@@ -81,6 +81,46 @@ def test_the_task_learns_term_recall_and_resumes_exactly(toy, tmp_path):
     assert [r["loss"] for r in training_records(paused)] == [r["loss"] for r in training_records(tmp_path / "ten")]
 
 
+def test_deepct_query_learns_the_term_recall_of_query_words_and_weights_queries(toy, tmp_path):
+    # TR(t, q): the share of q's relevant passages (grade >= 1) containing t; q3 "stock market drop": d5, d6
+    assert term_recall(TOY_TOPICS["q3"], [TOY_PASSAGES["d5"], TOY_PASSAGES["d6"]]) == {
+        "stock": 0.5, "market": 0.5, "drop": 0.0}
+    settings = {"task.name": "deepct", "task.target": "query", "model": str(toy / "bert-nodrop"),
+                "negatives": "random", "eval_topics": None, "eval_qrels": None, "refresh_every": 0, "max_steps": 60,
+                "batch_size": 2, "lr": 3e-3, "pooling": None, "query_max_length": None, "passage_max_length": None}
+    run = tmp_path / "run"
+    train(toy_config(toy, run, **settings))
+    losses = [r["loss"] for r in training_records(run)]
+    assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+    trained = load_model(RunDir(run).final)
+    assert trained.target == "query"
+    weights = trained.encode_queries([TOY_TOPICS["q1"]])[0]  # "cat on a mat": d1 has cat, on, mat; d2 none
+    assert weights.get("cat", 0.0) > weights.get("a", 0.0) and set(weights) <= {"cat", "on", "a", "mat"}
+    with pytest.raises(ValueError, match="a DeepCT-Query model .* weights query words, not passages"):
+        trained.encode_passages([TOY_PASSAGES["d1"]])
+    with pytest.raises(ValueError, match="task.target: must be one of passage, query"):
+        toy_config(toy, tmp_path / "bad", **{**settings, "task.target": "document"})
+
+
+def test_bm25_with_query_weights_boosts_each_query_word(toy, toy_bert, tmp_path, capsys):
+    from ance_ir.bm25 import BM25Searcher, build_lucene_index
+
+    index = build_lucene_index(toy / "corpus.jsonl", tmp_path / "lucene")
+    weigher = constant_model(toy_bert, 2.0)
+    weigher.target = "query"
+    weigher.save_pretrained(tmp_path / "query-weights")
+    topics = {"q": "cat mat"}
+    plain = BM25Searcher(index).search(topics)["q"]
+    weighted = BM25Searcher(index, query_weights=tmp_path / "query-weights").search(topics)["q"]
+    assert [d for d, _ in weighted] == [d for d, _ in plain] and plain
+    assert [s for _, s in weighted] == pytest.approx([2.0 * s for _, s in plain], rel=1e-3)  # float32 scores
+    constant_model(toy_bert, 1.0).save_pretrained(tmp_path / "passage-model")
+    out = tmp_path / "run.trec"
+    refused = run_main(bm25_main, "search", "--index", str(index), "--topics", str(toy / "topics.tsv"), "--output",
+                       str(out), "--query-weights", str(tmp_path / "passage-model"), capsys=capsys)
+    assert_refused(refused, "a DeepCT model of passage words (target: passage)", out)
+
+
 def test_refuses_training_data_without_judged_pairs(toy, tmp_path):
     with pytest.raises(ValueError, match="data.source: DeepCT learns term recall"):
         toy_config(toy, tmp_path / "run", **{"task.name": "deepct", "data_source": "simcse", "negatives": "random",

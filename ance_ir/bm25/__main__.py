@@ -2,6 +2,9 @@
 
     python -m ance_ir.bm25 index --corpus rag24-mini --output indexes/rag24-mini.lucene
     python -m ance_ir.bm25 search --index indexes/rag24-mini.lucene --topics rag24-mini-test --output runs/bm25.trec
+
+``--query-weights MODEL`` searches DeepCT-Query's way: each query's words weighted by a DeepCT model trained on query
+term recall (``task: deepct`` with ``task.target: query``), over the unchanged passages.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     search_p.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
     search_p.add_argument("--threads", type=positive_int, default=2, help="search threads")
     search_p.add_argument("--run-tag", default="bm25", help="the run file's last column")
+    search_p.add_argument("--query-weights", metavar="MODEL",
+                          help="weight each query's words with a DeepCT-Query model (deepct, task.target: query)")
     search_p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
@@ -44,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
     check_output(args.output)
     topics = resolve_topics(args.topics)
-    run = BM25Searcher(args.index, args.k1, args.b).search(topics, hits=args.hits, threads=args.threads,
-                                                           progress=not args.quiet)
+    searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
+    run = searcher.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)
     write_run(run, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     return 0

@@ -14,19 +14,34 @@ SEARCH_SLICE = 128
 
 
 class BM25Searcher:
-    """Batch BM25 search over a Lucene index (Pyserini's defaults: k1=0.9, b=0.4)."""
+    """Batch BM25 search over a Lucene index (Pyserini's defaults: k1=0.9, b=0.4).
 
-    def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4):
+    With ``query_weights`` (a DeepCT-Query model, ``task.target: query``), each query is its words weighted by the
+    model: a Lucene query of one term per analysed word, boosted by the word's weight (words weighted 0 left out; a
+    query left with no word is searched as written).
+    """
+
+    def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4, query_weights: str | Path | None = None):
         from pyserini.search.lucene import LuceneSearcher
 
         if not (Path(index) / "segments_1").exists() and not any(Path(index).glob("segments*")):
             raise InputError(index, "not a Lucene index (no segments file)")
+        self.weigher = None
+        if query_weights is not None:
+            from ance_ir.modeling.kinds import load_model
+
+            self.weigher = load_model(str(query_weights), "deepct")
+            if self.weigher.target != "query":
+                raise InputError(query_weights, "a DeepCT model of passage words (target: passage); query weights "
+                                                "come from one trained with task.target: query (DeepCT-Query)")
         self.searcher = LuceneSearcher(str(index))
         self.searcher.set_bm25(k1, b)
 
     def search(self, topics: Topics, hits: int = 1000, threads: int = 2, progress: bool = False) -> Run:
         """Top ``hits`` documents per query, best first; ``progress`` shows a bar on stderr when the search takes
         more than one slice of queries."""
+        if self.weigher is not None:
+            return self._weighted_search(topics, hits)
         qids = list(topics)
         run: Run = {}
         with tqdm(total=len(qids), unit="query", desc="BM25 search", file=sys.stderr,
@@ -36,6 +51,27 @@ class BM25Searcher:
                 results = self.searcher.batch_search([topics[q] for q in part], part, k=hits, threads=threads)
                 run.update({qid: [(h.docid, float(h.score)) for h in results.get(qid, [])] for qid in part})
                 bar.update(len(part))
+        return run
+
+    def _weighted_search(self, topics: Topics, hits: int) -> Run:
+        from pyserini.analysis import Analyzer, get_lucene_analyzer
+        from pyserini.search.lucene import querybuilder
+
+        analyzer, should = Analyzer(get_lucene_analyzer()), querybuilder.JBooleanClauseOccur["should"].value
+        run: Run = {}
+        for qid, weights in zip(topics, self.weigher.encode_queries(list(topics.values())), strict=True):
+            terms: dict[str, float] = {}
+            for word, weight in weights.items():
+                for term in analyzer.analyze(word):  # a stop word has no term
+                    terms[term] = terms.get(term, 0.0) + weight
+            query = topics[qid]
+            if terms:
+                builder = querybuilder.get_boolean_query_builder()
+                for term, weight in terms.items():
+                    term_query = querybuilder.JTermQuery(querybuilder.JTerm("contents", term))
+                    builder.add(querybuilder.get_boost_query(term_query, weight), should)
+                query = builder.build()
+            run[qid] = [(h.docid, float(h.score)) for h in self.searcher.search(query, k=hits)]
         return run
 
 

@@ -13,6 +13,11 @@ The weights go to a Lucene impact index like SPLADE's (``index = "impact"``, :mo
 of a passage with the integer ``round(scale * weight)``, DeepCT's term frequency with scale 100; a query is its
 words with weight 1, so a passage scores the sum of its query words' impacts. ``python -m ance_ir.index.rewrite``
 writes those impacts as text (each word repeated), the passages BM25 indexes in DeepCT's own setup.
+
+DeepCT-Query (``target: query``) weights the other side: trained on each training query's term recall ``TR(t, q)``,
+the share of the passages judged relevant to ``q`` that contain ``t``, it gives a query's words their predicted
+weights (``encode_queries``), which ``python -m ance_ir.bm25 search --query-weights MODEL`` turns into a weighted
+BM25 query over the unchanged passages.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ CONFIG_NAME = "ance_ir_deepct.json"
 HEAD_NAME = "ance_ir_deepct_head.safetensors"
 DEFAULT_MAX_LENGTH = 256
 AGGREGATIONS = ("max", "sum", "decay")
+#: what the model weights: passage words (DeepCT, HDCT) or query words (DeepCT-Query)
+TARGETS = ("passage", "query")
 _WORD = re.compile(r"\w+")
 
 
@@ -59,12 +66,15 @@ class DeepCT(torch.nn.Module):
 
     kind = "deepct"
     index = "impact"
-    options = {"max_length": DEFAULT_MAX_LENGTH, "windows": 1, "aggregation": "max"}
+    options = {"max_length": DEFAULT_MAX_LENGTH, "windows": 1, "aggregation": "max", "target": "passage"}
     inference_precision: str = "fp32"
 
     def __init__(self, backbone: PreTrainedModel, head: torch.nn.Linear, tokenizer: PreTrainedTokenizerBase,
-                 max_length: int, windows: int = 1, aggregation: str = "max"):
+                 max_length: int, windows: int = 1, aggregation: str = "max", target: str = "passage"):
         super().__init__()
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+        self.target = target
         if not isinstance(windows, int) or isinstance(windows, bool) or windows < 1:
             raise ValueError(f"windows must be a positive integer, got {windows!r}")
         if aggregation not in AGGREGATIONS:
@@ -81,12 +91,12 @@ class DeepCT(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, max_length: int | None = None, windows: int | None = None,
-                        aggregation: str | None = None, **unknown: Any) -> DeepCT:
+                        aggregation: str | None = None, target: str | None = None, **unknown: Any) -> DeepCT:
         """Load a saved DeepCT model or start one from any encoder checkpoint (a new head); the settings given win
         over the saved ones."""
         if unknown:
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a deepct model (it takes max_length, "
-                             "windows and aggregation)")
+                             "windows, aggregation and target)")
         path = resolve_model_path(name_or_path)
         settings_file = Path(path) / CONFIG_NAME
         saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
@@ -103,7 +113,7 @@ class DeepCT(torch.nn.Module):
         length = max_length if max_length is not None else saved.get("max_length", min(DEFAULT_MAX_LENGTH,
                                                                                           positions))
         return cls(backbone, head, tokenizer, length, windows or saved.get("windows", 1),
-                   aggregation or saved.get("aggregation", "max")).eval()
+                   aggregation or saved.get("aggregation", "max"), target or saved.get("target", "passage")).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the backbone, head, tokenizer and ``ance_ir_deepct.json``, replacing ``directory`` as a whole."""
@@ -118,7 +128,8 @@ class DeepCT(torch.nn.Module):
     @property
     def settings(self) -> dict[str, Any]:
         """What ``ance_ir_deepct.json`` and an impact index's ``meta.json`` record of the model."""
-        return {"max_length": self.max_length, "windows": self.windows, "aggregation": self.aggregation}
+        return {"max_length": self.max_length, "windows": self.windows, "aggregation": self.aggregation,
+                "target": self.target}
 
     @property
     def device(self) -> torch.device:
@@ -167,6 +178,15 @@ class DeepCT(torch.nn.Module):
 
     def encode_passages(self, texts: Sequence[str], batch_size: int = 32, precision: str | None = None,
                         show_progress: bool = False) -> list[dict[str, float]]:
+        """Each passage's words with their predicted weights (:meth:`term_weights`); refused by a DeepCT-Query
+        model."""
+        if self.target == "query":
+            raise ValueError("a DeepCT-Query model (target: query) weights query words, not passages: search a BM25 "
+                             "index of the passages with it (python -m ance_ir.bm25 search --query-weights MODEL)")
+        return self.term_weights(texts, batch_size, precision, show_progress)
+
+    def term_weights(self, texts: Sequence[str], batch_size: int = 32, precision: str | None = None,
+                     show_progress: bool = False) -> list[dict[str, float]]:
         """Each text's words with a positive weight ``{word: weight}``: the largest over a window's occurrences,
         then, over the windows of a long text (HDCT), their ``aggregation``: the largest, the sum, or the sum with
         window ``i`` (from 0) weighted ``1 / (i + 1)`` (decay)."""
@@ -195,5 +215,8 @@ class DeepCT(torch.nn.Module):
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 64, precision: str | None = None,
                        show_progress: bool = False) -> list[dict[str, float]]:
-        """Each query's words with weight 1 (a passage then scores the sum of their impacts)."""
+        """Each query's words with weight 1 (a passage then scores the sum of their impacts); a DeepCT-Query model's:
+        with their predicted weights, those above 0."""
+        if self.target == "query":
+            return self.term_weights(texts, batch_size, precision, show_progress)
         return [dict.fromkeys(words(t), 1.0) for t in texts]

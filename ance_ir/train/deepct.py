@@ -3,6 +3,10 @@ judged-relevant passage to its query term recall, ``QTR(t, d)`` over the trainin
 (:func:`~ance_ir.modeling.deepct.term_recall`), by mean squared error over the words the model sees (the first
 ``max_length`` word pieces). Every passage with a relevant training query is one example; batches of
 ``task.batch_size`` passages are drawn epoch by epoch in a seeded order (checkpointed). No negatives, no refresh.
+
+``task.target: query`` trains DeepCT-Query instead: each training query with a judged-relevant passage is one
+example, each of its words regressed to its term recall ``TR(t, q)`` over the passages judged relevant to ``q``;
+the saved model records the target, so that it weights queries.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ance_ir.modeling.deepct import DeepCT, term_recall, words
+from ance_ir.modeling.deepct import TARGETS, DeepCT, term_recall, words
 from ance_ir.train.dataset import PairStream
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, TrainingTask, register_task
@@ -32,24 +36,34 @@ class WordScorer(torch.nn.Module):
 
 @register_task
 class DeepCTTask(TrainingTask):
-    """Term recall regression on the passages judged relevant to the training queries."""
+    """Term recall regression on the passages judged relevant to the training queries (DeepCT), or on those queries
+    (``target: query``, DeepCT-Query)."""
 
     name = "deepct"
     model_kind = "deepct"
+    options = {"target": "passage"}
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         data = ctx.data
-        relevant: dict[str, list[str]] = {}
+        model.target = ctx.config.task.options["target"]
+        relevant: dict[str, list[str]] = {}  # an example's id -> the texts its words' term recall counts
         for qid, docid in data.pairs:
-            relevant.setdefault(docid, []).append(data.queries[qid])
-        self.passages = sorted(relevant)
-        self.targets = {d: term_recall(data.texts[d], queries) for d, queries in relevant.items()}
-        self.stream = PairStream(len(self.passages), ctx.config.seed)
+            if model.target == "passage":
+                relevant.setdefault(docid, []).append(data.queries[qid])
+            else:
+                relevant.setdefault(qid, []).append(data.texts[docid])
+        self.texts = data.texts if model.target == "passage" else data.queries
+        self.keys = sorted(relevant)
+        self.targets = {k: term_recall(self.texts[k], others) for k, others in relevant.items()}
+        self.stream = PairStream(len(self.keys), ctx.config.seed)
         self._module = WordScorer(model)
 
     @classmethod
     def check_config(cls, config: Any) -> None:
+        if config.task.options["target"] not in TARGETS:
+            raise ConfigError("task.target", f"must be one of {', '.join(TARGETS)}, got "
+                                             f"{config.task.options['target']!r}")
         if config.data.source != "qrels":
             raise ConfigError("data.source", "DeepCT learns term recall from judged (query, passage) pairs: "
                                              "data.source: qrels")
@@ -60,7 +74,7 @@ class DeepCTTask(TrainingTask):
 
     @property
     def examples(self) -> int:
-        return len(self.passages)
+        return len(self.keys)
 
     @property
     def epochs_done(self) -> float:
@@ -68,12 +82,12 @@ class DeepCTTask(TrainingTask):
 
     def next_batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
         drawn = self.stream.take(self.ctx.config.task.batch_size)
-        docids = self.ctx.dist.local_share([self.passages[i] for i in drawn])
-        split = [words(self.ctx.data.texts[d]) for d in docids]
+        keys = self.ctx.dist.local_share([self.keys[i] for i in drawn])
+        split = [words(self.texts[k]) for k in keys]
         inputs, first = self.model.tokenize(split)
         targets = torch.zeros(first.shape)
-        for row, (docid, passage_words) in enumerate(zip(docids, split, strict=True)):
-            targets[row, :len(passage_words)] = torch.tensor([self.targets[docid][t] for t in passage_words])
+        for row, (key, text_words) in enumerate(zip(keys, split, strict=True)):
+            targets[row, :len(text_words)] = torch.tensor([self.targets[key][t] for t in text_words])
         return inputs, first, targets
 
     def loss(self, module: torch.nn.Module, batch: tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor],
