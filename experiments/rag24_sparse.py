@@ -43,7 +43,8 @@ HITS = 1000
 @dataclass(frozen=True)
 class System:
     """A Lucene index (folder ``index``) built by ``build(output)``: searched with BM25 (``tune``: k1 and b chosen
-    on train), or, with ``impact``, an impact index searched by ``python -m ance_ir.search`` with its model."""
+    on train; ``query_weights``: the queries weighted by the DeepCT-Query model it returns), or, with ``impact``, an
+    impact index searched by ``python -m ance_ir.search`` with its model."""
 
     name: str
     label: str
@@ -51,6 +52,7 @@ class System:
     build: Callable[[Path], None]
     tune: bool = False
     impact: bool = False
+    query_weights: Callable[[], str] | None = None
 
 
 def bm25_index(corpus: str) -> Callable[[Path], None]:
@@ -84,6 +86,16 @@ def deepct_trained() -> str:
     model = WORK / "deepct"
     if not (model / "final").is_dir():
         sh(py("ance_ir.train", "--config", "configs/rag24-mini/deepct.yaml", "--output", str(model), "--no-progress"))
+    return str(model / "final")
+
+
+def deepct_query_trained() -> str:
+    """DeepCT-Query on bert-tiny, trained on the training queries' term recall over their judged passages
+    (``configs/rag24-mini/deepct-query.yaml``)."""
+    model = WORK / "deepct-query"
+    if not (model / "final").is_dir():
+        sh(py("ance_ir.train", "--config", "configs/rag24-mini/deepct-query.yaml", "--output", str(model),
+              "--no-progress"))
     return str(model / "final")
 
 
@@ -141,6 +153,8 @@ SYSTEMS = [
            impact_index(deepct_trained), impact=True),
     System("deepct-bm25", "DeepCT, passages rewritten with its term frequencies, BM25 tuned on train",
            "deepct-bm25", deepct_rewritten, tune=True),
+    System("deepct-query", "DeepCT-Query (query words weighted by bert-tiny trained on train), BM25 tuned on train",
+           "bm25", bm25_index("rag24-mini"), tune=True, query_weights=deepct_query_trained),
     *(System(f"d2q-{n}", f"doc2query, {n} generated queries a passage (bert-tiny generator), BM25 tuned on train",
              f"d2q-{n}", doc2query(n), tune=True) for n in (5, 10, 20)),
     System("d2q-train-queries", "passages judged for a training topic expanded with its text (upper bound), "
@@ -167,7 +181,7 @@ def index_stats(index: Path) -> dict[str, float]:
     return {"index_bytes": size, "passages": passages, "postings_per_passage": postings / passages}
 
 
-def tuned_parameters(index: Path) -> tuple[float, float, list[dict[str, float]]]:
+def tuned_parameters(index: Path, query_weights: str | None) -> tuple[float, float, list[dict[str, float]]]:
     """The (k1, b) of the grid with the best train nDCG@10, and the whole sweep."""
     from ance_ir.bm25 import BM25Searcher
 
@@ -175,14 +189,16 @@ def tuned_parameters(index: Path) -> tuple[float, float, list[dict[str, float]]]
     sweep = []
     for k1 in K1S:
         for b in BS:
-            ndcg = evaluate(qrels, BM25Searcher(index, k1, b).search(topics, hits=100), ["ndcg@10"])["ndcg_cut_10"]
+            found = BM25Searcher(index, k1, b, query_weights).search(topics, hits=100)
+            ndcg = evaluate(qrels, found, ["ndcg@10"])["ndcg_cut_10"]
             sweep.append({"k1": k1, "b": b, "ndcg@10": ndcg})
     best = max(sweep, key=lambda s: (s["ndcg@10"], -abs(s["k1"] - 0.9) - abs(s["b"] - 0.4)))
     return best["k1"], best["b"], sweep
 
 
 def queries_per_second(system: System, index: Path, k1: float, b: float) -> float:
-    """Test topics searched in one process, one thread, after a warm-up search (impact: query encoding included)."""
+    """Test topics searched in one process, one thread, after a warm-up search (impact, query weights: query encoding
+    included)."""
     topics = resolve_topics("rag24-mini-test")
     if system.impact:
         from ance_ir.index.impact import read_meta
@@ -194,7 +210,7 @@ def queries_per_second(system: System, index: Path, k1: float, b: float) -> floa
     else:
         from ance_ir.bm25 import BM25Searcher
 
-        searcher = BM25Searcher(index, k1, b)
+        searcher = BM25Searcher(index, k1, b, system.query_weights() if system.query_weights else None)
     searcher.search(topics, hits=HITS, threads=1)
     start = time.perf_counter()
     searcher.search(topics, hits=HITS, threads=1)
@@ -220,9 +236,10 @@ def run_system(system: System, stats: dict) -> None:
         system.build(index)
     entry = stats.setdefault(system.name, {})
     k1, b = 0.9, 0.4
+    weights = system.query_weights() if system.query_weights else None
     if system.tune:
         if "k1" not in entry:
-            k1, b, sweep = tuned_parameters(index)
+            k1, b, sweep = tuned_parameters(index, weights)
             entry.update(k1=k1, b=b, sweep=sweep)
         k1, b = entry["k1"], entry["b"]
     for split in ("train", "test"):
@@ -234,7 +251,8 @@ def run_system(system: System, stats: dict) -> None:
                   "--run-tag", system.name, "--output", str(out)))
         else:
             sh(py("ance_ir.bm25", "search", "--index", str(index), "--topics", f"rag24-mini-{split}", "--k1", str(k1),
-                  "--b", str(b), "--hits", str(HITS), "--run-tag", system.name, "--output", str(out)))
+                  "--b", str(b), "--hits", str(HITS), "--run-tag", system.name, "--output", str(out),
+                  *(["--query-weights", weights] if weights else [])))
     entry.update(index_stats(index / "lucene" if system.impact else index),
                  queries_per_second=queries_per_second(system, index, k1, b), alpha=fuse(system.name))
 
