@@ -98,8 +98,15 @@ def test_deepct_query_learns_the_term_recall_of_query_words_and_weights_queries(
     assert weights.get("cat", 0.0) > weights.get("a", 0.0) and set(weights) <= {"cat", "on", "a", "mat"}
     with pytest.raises(ValueError, match="a DeepCT-Query model .* weights query words, not passages"):
         trained.encode_passages([TOY_PASSAGES["d1"]])
+    assert "--query-weights" in (RunDir(run).final / "README.md").read_text()  # the model card's usage
+    more = tmp_path / "more"  # continuing from it without task.target: still DeepCT-Query
+    del settings["task.target"]
+    train(toy_config(toy, more, **{**settings, "model": str(RunDir(run).final), "max_steps": 2}))
+    assert load_model(RunDir(more).final).target == "query"
     with pytest.raises(ValueError, match="task.target: must be one of passage, query"):
         toy_config(toy, tmp_path / "bad", **{**settings, "task.target": "document"})
+    with pytest.raises(ValueError, match="task.target: 'query', but model.target is 'passage'"):
+        toy_config(toy, tmp_path / "bad", **{**settings, "task.target": "query", "model.target": "passage"})
 
 
 def test_bm25_with_query_weights_boosts_each_query_word(toy, toy_bert, tmp_path, capsys):

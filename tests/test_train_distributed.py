@@ -80,15 +80,18 @@ def test_without_cross_batch_each_process_scores_its_own_passages(toy, tmp_path)
     assert local != pytest.approx(training_records(gathered)[0]["loss"], rel=1e-3)
 
 
-@pytest.mark.parametrize("task", ["mlm", "generator"])
+@pytest.mark.parametrize("task", ["mlm", "generator", "deepct"])
 def test_two_processes_train_token_losses_as_one(toy, tmp_path, task):  # noqa: F811 (toy: fixture)
-    # the loss is the mean over the global batch's tokens (masked, or of the target queries), whose number differs
-    # between the processes; mlm: each process masks its rows as one process masks those rows of the global batch
+    # the loss is the mean over the global batch's tokens (masked, of the target queries, or words), whose number
+    # differs between the processes; mlm: each process masks its rows as one process masks those of the global batch
     from test_generator import SETTINGS
     from test_mlm import settings as mlm_settings
 
-    changes = (mlm_settings(toy, batch_size=4, max_steps=4) if task == "mlm" else
-               {**SETTINGS, "model": str(toy / "bert-nodrop"), "batch_size": 4, "max_steps": 4})
+    changes = {**SETTINGS, "model": str(toy / "bert-nodrop"), "batch_size": 4, "max_steps": 4}
+    if task == "mlm":
+        changes = mlm_settings(toy, batch_size=4, max_steps=4)
+    elif task == "deepct":
+        changes = {**changes, "task.name": "deepct", "query_max_length": None, "passage_max_length": None}
     settings = toy_settings(toy, tmp_path / "ddp", **changes)
     _torchrun_two(settings, tmp_path / "ddp.yaml")
     single = tmp_path / "single"

@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     search_p.add_argument("--threads", type=positive_int, default=2, help="search threads")
     search_p.add_argument("--run-tag", default="bm25", help="the run file's last column")
     search_p.add_argument("--query-weights", metavar="MODEL",
-                          help="weight each query's words with a DeepCT-Query model (deepct, task.target: query)")
+                          help="weight each query's words with a DeepCT-Query model (deepct, task.target: query); "
+                               "searched one query at a time, in one thread")
     search_p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 

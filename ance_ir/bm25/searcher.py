@@ -17,8 +17,9 @@ class BM25Searcher:
     """Batch BM25 search over a Lucene index (Pyserini's defaults: k1=0.9, b=0.4).
 
     With ``query_weights`` (a DeepCT-Query model, ``task.target: query``), each query is its words weighted by the
-    model: a Lucene query of one term per analysed word, boosted by the word's weight (words weighted 0 left out; a
-    query left with no word is searched as written).
+    model: a Lucene query of one term per analysed word, boosted by the word's weight (words weighted 0, and those past
+    the model's ``max_length`` word pieces, left out; a query left with no word is searched as written). Those
+    queries are searched one at a time, in one thread.
     """
 
     def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4, query_weights: str | Path | None = None):
@@ -41,7 +42,7 @@ class BM25Searcher:
         """Top ``hits`` documents per query, best first; ``progress`` shows a bar on stderr when the search takes
         more than one slice of queries."""
         if self.weigher is not None:
-            return self._weighted_search(topics, hits)
+            return self._weighted_search(topics, hits, progress)
         qids = list(topics)
         run: Run = {}
         with tqdm(total=len(qids), unit="query", desc="BM25 search", file=sys.stderr,
@@ -53,13 +54,15 @@ class BM25Searcher:
                 bar.update(len(part))
         return run
 
-    def _weighted_search(self, topics: Topics, hits: int) -> Run:
+    def _weighted_search(self, topics: Topics, hits: int, progress: bool) -> Run:
         from pyserini.analysis import Analyzer, get_lucene_analyzer
         from pyserini.search.lucene import querybuilder
 
         analyzer, should = Analyzer(get_lucene_analyzer()), querybuilder.JBooleanClauseOccur["should"].value
         run: Run = {}
-        for qid, weights in zip(topics, self.weigher.encode_queries(list(topics.values())), strict=True):
+        weighted = zip(topics, self.weigher.encode_queries(list(topics.values())), strict=True)
+        for qid, weights in tqdm(weighted, total=len(topics), unit="query", desc="BM25 search", file=sys.stderr,
+                                 disable=not progress or len(topics) <= SEARCH_SLICE):
             terms: dict[str, float] = {}
             for word, weight in weights.items():
                 for term in analyzer.analyze(word):  # a stop word has no term

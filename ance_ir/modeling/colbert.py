@@ -29,7 +29,7 @@ from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrain
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import save_transformer
-from ance_ir.modeling.encoder import _load_backbone
+from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -115,7 +115,7 @@ class ColBERT(torch.nn.Module):
             raise ValueError(f"dim must be a positive integer, got {settings['dim']!r}")
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
-            backbone = _load_backbone(path)
+            backbone = load_backbone(path)
         except OSError as error:
             raise unavailable(name_or_path, error) from error
         positions = getattr(backbone.config, "max_position_embeddings", None)

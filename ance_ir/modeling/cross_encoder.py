@@ -29,7 +29,7 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import _load_backbone
+from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import running
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -123,7 +123,7 @@ class CrossEncoder(torch.nn.Module):
                     backbone = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
                 head, fresh = None, False
             else:
-                backbone = _load_backbone(path)
+                backbone = load_backbone(path)
                 head = torch.nn.Linear(backbone.config.hidden_size, 1)
                 head_file = Path(path) / HEAD_NAME
                 fresh = not head_file.is_file()

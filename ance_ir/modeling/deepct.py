@@ -31,10 +31,11 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import _quiet
+from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -102,8 +103,7 @@ class DeepCT(torch.nn.Module):
         saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
-            with _quiet():
-                backbone = AutoModel.from_pretrained(path, dtype=torch.float32)
+            backbone = load_backbone(path)  # no pooler: a parameter without gradient stops DDP
         except OSError as error:
             raise unavailable(name_or_path, error) from error
         head = torch.nn.Linear(backbone.config.hidden_size, 1)

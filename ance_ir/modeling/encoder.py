@@ -28,7 +28,7 @@ SIDES = ("query", "passage")
 _LENGTH_CHUNK = 10_000
 
 
-def _load_backbone(path: str | Path) -> PreTrainedModel:
+def load_backbone(path: str | Path) -> PreTrainedModel:
     """Load the bare transformer in float32, without the unused pooler layer when the model class has one.
 
     transformers' load report (checkpoint keys of heads we do not use) is silenced; real errors still raise.
@@ -69,7 +69,7 @@ class Tower(torch.nn.Module):
     @classmethod
     def load(cls, directory: str | Path, config: EncoderConfig) -> Tower:
         """Backbone from ``directory``; head weights from its head file if present, else newly initialised."""
-        tower = cls(_load_backbone(directory), config)
+        tower = cls(load_backbone(directory), config)
         head_file = Path(directory) / HEAD_NAME
         if tower.head is not None and head_file.is_file():
             tower.head.load_state_dict(load_file(head_file))

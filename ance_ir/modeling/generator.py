@@ -45,7 +45,7 @@ from transformers import (
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import _quiet, save_transformer
-from ance_ir.modeling.encoder import _load_backbone
+from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -146,7 +146,7 @@ def _warm_start(encoder: str, decoder: str, tokenizer: PreTrainedTokenizerBase) 
     """BERT2BERT: an encoder-decoder whose two halves load the weights of ``encoder`` and ``decoder``."""
     with _quiet():
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(
-            encoder_model=_load_backbone(encoder), decoder_pretrained_model_name_or_path=decoder,
+            encoder_model=load_backbone(encoder), decoder_pretrained_model_name_or_path=decoder,
             decoder_dtype=torch.float32)
     if model.config.encoder.vocab_size != model.config.decoder.vocab_size:
         raise ValueError(f"{decoder}: a decoder vocabulary of {model.config.decoder.vocab_size} tokens, the "

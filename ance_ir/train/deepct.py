@@ -41,12 +41,12 @@ class DeepCTTask(TrainingTask):
 
     name = "deepct"
     model_kind = "deepct"
-    options = {"target": "passage"}
+    options = {"target": None}  # None: the model's own (a saved DeepCT-Query model continues as one)
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         data = ctx.data
-        model.target = ctx.config.task.options["target"]
+        model.target = ctx.config.task.options["target"] or model.target
         relevant: dict[str, list[str]] = {}  # an example's id -> the texts its words' term recall counts
         for qid, docid in data.pairs:
             if model.target == "passage":
@@ -61,9 +61,11 @@ class DeepCTTask(TrainingTask):
 
     @classmethod
     def check_config(cls, config: Any) -> None:
-        if config.task.options["target"] not in TARGETS:
-            raise ConfigError("task.target", f"must be one of {', '.join(TARGETS)}, got "
-                                             f"{config.task.options['target']!r}")
+        target, model_target = config.task.options["target"], config.model.options.get("target")
+        if target is not None and target not in TARGETS:
+            raise ConfigError("task.target", f"must be one of {', '.join(TARGETS)}, got {target!r}")
+        if target is not None and model_target is not None and target != model_target:
+            raise ConfigError("task.target", f"{target!r}, but model.target is {model_target!r}: give one of them")
         if config.data.source != "qrels":
             raise ConfigError("data.source", "DeepCT learns term recall from judged (query, passage) pairs: "
                                              "data.source: qrels")
@@ -97,7 +99,7 @@ class DeepCTTask(TrainingTask):
             scores = module(inputs, first).float()
         seen = (first >= 0).to(scores.device)
         errors = (scores - targets.to(scores.device)) ** 2
-        return StepLoss((errors * seen).sum() / seen.sum().clamp(min=1))
+        return StepLoss(self.ctx.dist.global_mean((errors * seen).sum(), int(seen.sum())))
 
     def state_dict(self) -> dict[str, Any]:
         return {"data": self.stream.state_dict()}

@@ -56,6 +56,9 @@ def _usage(folder: Path, kind: str, sentence_transformers: bool) -> str:
                   "python -m ance_ir.search --topics TOPICS --index INDEX --output RUN"),
         "cross-encoder": (f"python -m ance_ir.rerank --run FIRST_STAGE_RUN --topics TOPICS --corpus CORPUS "
                           f"--model {folder} --output RUN"),
+        "deepct-query": ("python -m ance_ir.bm25 index --corpus CORPUS --output INDEX\n"
+                         f"python -m ance_ir.bm25 search --index INDEX --topics TOPICS --query-weights {folder} "
+                         "--output RUN"),
         "generator": (f"python -m ance_ir.expand --corpus CORPUS --generator {folder} --n 10 "
                       "--output EXPANDED.jsonl\n"
                       "python -m ance_ir.bm25 index --corpus EXPANDED.jsonl --output INDEX"),
@@ -70,6 +73,14 @@ def _usage(folder: Path, kind: str, sentence_transformers: bool) -> str:
     return text
 
 
+def _deepct_target(folder: Path) -> str | None:
+    """What a saved DeepCT model weights (``passage``, or ``query``: DeepCT-Query)."""
+    from ance_ir.modeling.deepct import CONFIG_NAME
+
+    settings = folder / CONFIG_NAME
+    return json.loads(settings.read_text(encoding="utf-8")).get("target") if settings.is_file() else None
+
+
 def write_model_card(folder: str | Path, run: RunDir) -> Path:
     """Write ``folder/README.md`` for the model a run trained, from the run's config, log and refresh records."""
     folder = Path(folder)
@@ -77,13 +88,14 @@ def write_model_card(folder: str | Path, run: RunDir) -> Path:
     kind = json.loads((folder / "ance_ir_model.json").read_text(encoding="utf-8")).get("kind", "dense") \
         if (folder / "ance_ir_model.json").is_file() else "dense"
     used = run.root.resolve() / "final"
+    usage = "deepct-query" if kind == "deepct" and _deepct_target(folder) == "query" else kind
     text = (_front_matter(settings, kind)
             + f"\n# {run.root.name}\n\nA `{kind}` model trained by ance-ir's `{settings['task']['name']}` task from "
               f"`{settings['model']['name']}` (seed {settings['seed']}).\n\n"
             + "## Training\n\n" + _training(run) + "\n\nSettings (`config.json` of the run folder):\n\n```yaml\n"
             + yaml.safe_dump({k: v for k, v in settings.items() if k != "output"}, sort_keys=False) + "```\n\n"
             + "## Results\n\n" + _results(run, settings["refresh"]["eval_topics"]) + "\n\n"
-            + "## Usage\n\n" + _usage(used, kind, (folder / "modules.json").is_file()))
+            + "## Usage\n\n" + _usage(used, usage, (folder / "modules.json").is_file()))
     path = folder / "README.md"
     path.write_text(text, encoding="utf-8")
     return path
