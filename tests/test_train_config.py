@@ -71,6 +71,11 @@ def test_a_file_takes_qualified_names_as_set_writes_them(tmp_path):
     with pytest.raises(InputError, match="task.batchsize: unknown setting; did you mean 'task.batch_size'") as error:
         build_config(_file(tmp_path, REQUIRED + "task.batchsize: 8\n"), {})
     assert ":5: " in str(error.value)
+    for key in ("task.foo.bar", "task."):
+        with pytest.raises(InputError, match="unknown setting"):
+            build_config(_file(tmp_path, REQUIRED + f"{key}: 1\n"), {})
+        with pytest.raises(ValueError, match=f"^--set {key}: unknown setting"):
+            build_config(None, {key: 1})
 
 
 def test_flag_errors_name_the_flag(tmp_path):

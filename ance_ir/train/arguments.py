@@ -200,7 +200,8 @@ def _place(key: str, value: Any) -> list[tuple[str, Any]]:
         return [(f"{section}.{name}" if section else name, value)]
     if key in SECTIONS:  # ``data: groups``: the section's component
         return [(f"{key}.{SHORTHAND_FIELD[key]}", value)]
-    if key.partition(".")[0] in SECTIONS:  # ``task.name: mlm``, as --set writes it
+    section, _, name = key.partition(".")
+    if section in SECTIONS and name and "." not in name:  # ``task.name: mlm``, as --set writes it
         return [(key, value)]
     raise KeyError(_unknown(key, _known_names()))
 
@@ -208,6 +209,8 @@ def _place(key: str, value: Any) -> list[tuple[str, Any]]:
 def _assign(config: TrainConfig, qualified: str, value: Any) -> None:
     """Set one qualified setting; keys a section does not define become its component's options."""
     section_name, _, name = qualified.rpartition(".")
+    if section_name and section_name not in SECTIONS or not name:
+        raise KeyError(_unknown(qualified, _known_names()))
     section: Section = getattr(config, section_name) if section_name else config
     cls = type(section) if section_name else RunSection
     fields = section_fields(cls)
