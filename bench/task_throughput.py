@@ -9,7 +9,11 @@ them). examples/s is ``log.jsonl``'s per window of 10 steps; the first window (s
 and the median of the others is reported, with its ratio to DPR's. What one step computes differs: passages per
 query, in-batch scoring, ADORE's retrieval at every step, RocketQAv2's cross-encoder forward and backward.
 
+``--group pretraining`` measures the pretraining tasks of ``configs/rag24-mini/pretrain-*.yaml`` the same way (16
+pairs a step, MLM 16 passages), against a DPR run of the same invocation; they need nothing but the corpus.
+
     flock /tmp/ance-ir-cpu.lock python -m bench.task_throughput --output docs/bench.md
+    flock /tmp/ance-ir-cpu.lock python -m bench.task_throughput --group pretraining --output docs/bench.md
 """
 
 from __future__ import annotations
@@ -48,15 +52,35 @@ TASKS = [
     ("gradient cache (batch 16 in chunks of 4)", "rag24-mini/gradcache",
      (f"negatives.bm25_index={BM25_INDEX}", "task.batch_size=16", "task.grad_cache_chunk=4")),
 ]
+#: label, config name pretrain-NAME, --set overrides (besides 16 pairs a step)
+PRETRAINING = [
+    ("ICT (sentence, rest of its passage)", "ict", ()),
+    ("BFS (first-segment sentence, other segment)", "bfs", ()),
+    ("WLP (title-link pairs)", "wlp", ()),
+    ("Spider (windows, + same-document negative)", "spider", ()),
+    ("SimCSE (a passage's first 32 words, twice)", "simcse", ()),
+    ("Contriever, in-batch (two crops of up to 256 tokens)", "contriever", ()),
+    ("Contriever, MoCo (queue 2048, momentum encoder)", "contriever-moco", ()),
+    ("MLM (passages of 256 tokens)", "mlm", ()),
+    ("ICT + joint MLM of its passages (task.mlm_weight 1)", "ict", ("task.mlm_weight=1",)),
+]
+PRETRAINING_TASKS = [TASKS[0], *[(label, f"rag24-mini/pretrain-{name}", ("task.batch_size=16", *sets))
+                                 for label, name, sets in PRETRAINING]]
+GROUPS_OF_TASKS = {
+    "supervised": ("bench-task-throughput", "10. Training throughput of each task", TASKS),
+    "pretraining": ("bench-pretrain-throughput", "14. Training throughput of each pretraining task",
+                    PRETRAINING_TASKS),
+}
 
 
-def prepare() -> None:
-    """The bert-tiny index and the BM25 index the tasks read (made when missing); the teacher's files checked."""
-    for path in (GROUPS, TEACHER):
+def prepare(group: str) -> None:
+    """The indexes the tasks read, made when missing (the BM25 index; the supervised group's bert-tiny index) and
+    the supervised group's teacher files, checked."""
+    for path in (GROUPS, TEACHER) if group == "supervised" else ():
         if not path.exists():
             raise SystemExit(f"missing {path}: run python -m experiments.rag24_distill teacher first")
     python = [sys.executable, "-m"]
-    if not (INDEX / "meta.json").is_file():
+    if group == "supervised" and not (INDEX / "meta.json").is_file():
         subprocess.run([*python, "ance_ir.encode", "--corpus", "rag24-mini", "--encoder", "bert-tiny", "--output",
                         str(INDEX), "--pooling", "mean", "--no-normalize", "--quiet"], cwd=ROOT, check=True)
     if not BM25_INDEX.is_dir():
@@ -81,16 +105,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="steps per run (windows of 10; the first dropped)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", default="docs/bench.md")
+    parser.add_argument("--group", choices=sorted(GROUPS_OF_TASKS), default="supervised")
     args = parser.parse_args()
-    prepare()
+    marker, title, tasks = GROUPS_OF_TASKS[args.group]
+    prepare(args.group)
     load = load_average()
-    rates = {label: examples_per_s(config, sets, args.steps, args.threads) for label, config, sets in TASKS}
+    rates = {label: examples_per_s(config, sets, args.steps, args.threads) for label, config, sets in tasks}
     dpr = rates[TASKS[0][0]]
-    lines = ["| task | examples/s (queries) | against DPR |", "| --- | --- | --- |"]
+    lines = ["| task | examples/s (queries, pairs or passages) | against DPR |", "| --- | --- | --- |"]
     lines += [f"| {label} | {rate:.1f} | {rate / dpr:.2f}x |" for label, rate in rates.items()]
-    body = ("## 10. Training throughput of each task (bert-tiny, rag24-mini)\n\n" + __doc__.split("\n\n")[1]
+    paragraphs = __doc__.split("\n\n")
+    body = (f"## {title} (bert-tiny, rag24-mini)\n\n" + paragraphs[1 if args.group == "supervised" else 2]
             + "\n\n" + "\n".join(lines) + "\n\n" + provenance(load))
-    write_section(args.output, "bench-task-throughput", body)
+    write_section(args.output, marker, body)
 
 
 if __name__ == "__main__":
