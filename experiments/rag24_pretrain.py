@@ -277,7 +277,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
              f"python -m experiments.rag24_pretrain run --family {family} --seeds {text}",
              f"python -m experiments.rag24_pretrain report --family {family} --seeds {text} --output {output}",
              "```"]
-    write_section(Path(output), f"pretrain-retrieval-{family}", "\n".join(body))
+    write_section(Path(output), f"pretrain-retrieval-{family}-seeds-{'-'.join(map(str, seeds))}", "\n".join(body))
 
 
 def main() -> None:
