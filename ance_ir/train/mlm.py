@@ -119,12 +119,12 @@ class MaskedLMModule(torch.nn.Module):
         return self.model.logits_at(inputs, positions)
 
 
-def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of the chosen tokens' logits ``[N, V]`` against their ids ``[N]`` (0, with the graph kept,
-    when no token was chosen)."""
+def mlm_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Mean (or, with ``reduction="sum"``, summed) cross-entropy of the chosen tokens' logits ``[N, V]`` against their
+    ids ``[N]`` (0, with the graph kept, when no token was chosen)."""
     if len(labels) == 0:
         return logits.sum() * 0.0
-    return F.cross_entropy(logits.float(), labels.to(logits.device))
+    return F.cross_entropy(logits.float(), labels.to(logits.device), reduction=reduction)
 
 
 @register_task
@@ -188,9 +188,8 @@ class MLMTask(TrainingTask):
             logits = module(inputs, chosen)
         if not self.ctx.dist.enabled:
             return StepLoss(mlm_loss(logits, labels[chosen]))
-        summed = (F.cross_entropy(logits.float(), labels[chosen].to(logits.device), reduction="sum")
-                  if chosen.any() else logits.sum() * 0.0)  # the mean over the global batch's masked tokens
-        return StepLoss(self.ctx.dist.global_mean(summed, int(chosen.sum())))
+        # the mean over the global batch's masked tokens
+        return StepLoss(self.ctx.dist.global_mean(mlm_loss(logits, labels[chosen], "sum"), int(chosen.sum())))
 
     def state_dict(self) -> dict[str, Any]:
         return {"data": self.stream.state_dict(), "mlm_batches": self.batches}
