@@ -186,10 +186,11 @@ def tuned_parameters(index: Path, query_weights: str | None) -> tuple[float, flo
     from ance_ir.bm25 import BM25Searcher
 
     topics, qrels = resolve_topics("rag24-mini-train"), resolve_qrels("rag24-mini-train")
-    sweep = []
+    searcher, sweep = BM25Searcher(index, query_weights=query_weights), []  # the model loaded once
     for k1 in K1S:
         for b in BS:
-            found = BM25Searcher(index, k1, b, query_weights).search(topics, hits=100)
+            searcher.searcher.set_bm25(k1, b)
+            found = searcher.search(topics, hits=100)
             ndcg = evaluate(qrels, found, ["ndcg@10"])["ndcg_cut_10"]
             sweep.append({"k1": k1, "b": b, "ndcg@10": ndcg})
     best = max(sweep, key=lambda s: (s["ndcg@10"], -abs(s["k1"] - 0.9) - abs(s["b"] - 0.4)))
