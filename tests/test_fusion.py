@@ -65,6 +65,34 @@ def test_rrf_matches_pyserini(depth, k):
         assert [s for _, s in ours[qid]] == pytest.approx(list(rows["score"]))
 
 
+def test_cli_fuses_as_pyserini_on_many_tied_hits(tmp_path):
+    """The CLI's vectorised path: RRF over 30 queries of 200 hits with ranks tied across runs (the docid orders
+    them), cut at depth 150 and k 120, as pyserini.fusion writes it, one run read from a tab-separated file."""
+    from pyserini.fusion import reciprocal_rank_fusion as pyserini_rrf
+    from pyserini.trectools import TrecRun
+
+    rng = random.Random(7)
+    runs = [{f"q{q}": [(f"d{d}", 200.0 - r) for r, d in enumerate(rng.sample(range(400), 200))]
+             for q in rng.sample(range(30), 30)} for _ in range(2)]
+    write_run(runs[0], tmp_path / "a.trec")
+    write_run(runs[1], tmp_path / "b.trec")
+    (tmp_path / "b.tsv").write_text((tmp_path / "b.trec").read_text().replace(" ", "\t"))
+    out = tmp_path / "fused.trec"
+    result = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", str(tmp_path / "a.trec"),
+                             str(tmp_path / "b.tsv"), "--depth", "150", "--hits", "120", "--output", str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    trec = [TrecRun.from_list([(q, "Q0", d, rank, s, "r") for q, hits in run.items()
+                               for rank, (d, s) in enumerate(hits, start=1)]) for run in runs]
+    theirs = pyserini_rrf(trec, rrf_k=60, depth=150, k=120).run_data
+    ours = read_run(out)
+    assert list(ours) == list(runs[0])
+    for qid, ranking in ours.items():
+        rows = theirs[theirs["topic"] == qid]
+        assert [d for d, _ in ranking] == list(rows["docid"])
+        assert [s for _, s in ranking] == pytest.approx(list(rows["score"]), abs=1e-6)
+
+
 def test_cli(tmp_path):
     write_run(_random_run(1), tmp_path / "a.trec")
     write_run(_random_run(2), tmp_path / "b.trec")

@@ -1,10 +1,24 @@
-"""TREC run files: ``qid Q0 docid rank score tag``, written exactly as Pyserini writes them."""
+"""TREC run files: ``qid Q0 docid rank score tag``, written exactly as Pyserini writes them.
+
+A run is held two ways: :data:`Run`, a dictionary of ranked lists, and :class:`RunTable`, the same hits as
+columns (pyarrow strings, numpy scores) for runs of millions of hits, which are read, fused and written without a
+Python object per hit. A plain run file (ASCII, single spaces between columns: what Pyserini and ance-ir write) is
+parsed by pyarrow's CSV reader; any other file, and any file that breaks a rule, goes through the line reader,
+which accepts the same files and names the line of the first error.
+"""
 
 from __future__ import annotations
 
+import gzip
 import math
-from collections.abc import Iterable
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pv
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
@@ -13,9 +27,79 @@ from ance_ir.data.lines import iter_lines, split_columns
 Ranking = list[tuple[str, float]]
 Run = dict[str, Ranking]
 
+_COLUMNS = {"qid": pa.string(), "q0": pa.string(), "docid": pa.string(), "rank": pa.int64(),
+            "score": pa.float64(), "tag": pa.string()}
+# ASCII bytes that str.split() takes for whitespace besides space and line feed: a file holding one goes to the
+# line reader, which splits exactly as str.split() does.
+_OTHER_WHITESPACE = (b"\t", b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+_WRITE_ROWS = 1 << 20
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """Hits as rows ``(qids[i], docids[i], scores[i])``; the rows of a query are adjacent, best first."""
+
+    qids: pa.Array
+    docids: pa.Array  # strings, or dictionary-encoded strings
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @classmethod
+    def from_run(cls, run: Run) -> RunTable:
+        """The hits of ``run`` in its order (a query without hits has no rows)."""
+        return cls(pa.array([qid for qid, ranking in run.items() for _ in ranking], pa.string()),
+                   pa.array([docid for ranking in run.values() for docid, _ in ranking], pa.string()),
+                   np.fromiter((score for ranking in run.values() for _, score in ranking), np.float64))
+
+    def to_run(self) -> Run:
+        starts = self.starts().tolist()
+        qids, docids, scores = self.qids.to_pylist(), self.plain_docids().to_pylist(), self.scores.tolist()
+        return {qids[a]: list(zip(docids[a:b], scores[a:b], strict=True))
+                for a, b in zip(starts[:-1], starts[1:], strict=True)}
+
+    def plain_docids(self) -> pa.Array:
+        """The docids as plain strings (a dictionary-encoded column decoded)."""
+        return self.docids.cast(pa.string())
+
+    def starts(self) -> np.ndarray:
+        """The first row of each query, then ``len(self)``."""
+        n = len(self)
+        if n == 0:
+            return np.zeros(1, np.int64)
+        changed = pc.not_equal(self.qids.slice(1), self.qids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        return np.concatenate(([0], np.flatnonzero(changed) + 1, [n]))
+
+    def queries(self) -> int:
+        return len(self.starts()) - 1
+
+    def ranks(self) -> np.ndarray:
+        """Each row's rank within its query, from 1."""
+        return ranks_in_groups(self.starts()[1:-1], len(self))
+
+    def head(self, depth: int | None) -> RunTable:
+        """The top ``depth`` hits of every query (all of them for ``None``)."""
+        return self if depth is None else self.take(np.flatnonzero(self.ranks() <= depth))
+
+    def take(self, rows: np.ndarray) -> RunTable:
+        return RunTable(self.qids.take(rows), self.docids.take(rows), self.scores[rows])
+
 
 def read_run(path: str | Path) -> Run:
     """Read a TREC run; each query's list is sorted by descending score (file order breaks ties)."""
+    table = read_plain_run(Path(path))
+    return read_run_lines(path) if table is None else table.to_run()
+
+
+def read_run_table(path: str | Path) -> RunTable:
+    """:func:`read_run` as a :class:`RunTable`, queries in order of first appearance."""
+    table = read_plain_run(Path(path))
+    return RunTable.from_run(read_run_lines(path)) if table is None else table
+
+
+def read_run_lines(path: str | Path) -> Run:
+    """:func:`read_run` line by line: any layout ``str.split()`` reads, the line of the first error named."""
     run: Run = {}
     seen: set[tuple[str, str]] = set()
     for lineno, line in iter_lines(path):
@@ -36,19 +120,86 @@ def read_run(path: str | Path) -> Run:
     return run
 
 
-def format_run_lines(qid: str, ranking: Iterable[tuple[str, float]], tag: str) -> Iterable[str]:
-    """Lines for one query, ranks from 1, score with six decimals (Pyserini's ``TrecWriter`` format)."""
-    for rank, (docid, score) in enumerate(ranking, start=1):
-        yield f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n"
+def read_plain_run(path: Path) -> RunTable | None:
+    """The run in ``path`` when it is plain and :func:`read_run_lines` would accept it as it is, else ``None``.
+
+    Plain: ASCII, six columns split by single spaces, integer ranks, finite scores, no document twice for a query.
+    """
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error):
+        return None
+    if not raw.isascii() or any(byte in raw for byte in _OTHER_WHITESPACE):
+        return None
+    try:
+        table = pv.read_csv(
+            pa.BufferReader(raw), read_options=pv.ReadOptions(column_names=list(_COLUMNS)),
+            parse_options=pv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
+            convert_options=pv.ConvertOptions(column_types=_COLUMNS, null_values=[], strings_can_be_null=False))
+    except pa.ArrowInvalid:
+        return None
+    scores = table["score"].to_numpy()
+    if table.num_rows == 0 or not np.isfinite(scores).all():
+        return None
+    first_seen, _ = first_appearance(table["qid"])
+    docids = pc.dictionary_encode(table["docid"]).combine_chunks()
+    pairs = np.sort(first_seen * len(docids.dictionary) + docids.indices.to_numpy())
+    if (pairs[1:] == pairs[:-1]).any():
+        return None
+    order = np.lexsort((-scores, first_seen))
+    return RunTable(table["qid"].combine_chunks().take(order), docids.take(order), scores[order])
 
 
 def write_run(run: Run, path: str | Path, tag: str = "ance-ir") -> None:
     """Write ``run`` atomically; each ranking is written in the order given (best first)."""
+    write_run_table(RunTable.from_run(run), path, tag)
+
+
+def write_run_table(table: RunTable, path: str | Path, tag: str = "ance-ir") -> None:
+    """Write ``table`` atomically as Pyserini's ``TrecWriter`` does: ranks from 1, scores with six decimals."""
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag {tag!r} must be non-empty and contain no whitespace")
-    with atomic_write(path) as f:
-        for qid, ranking in run.items():
-            f.writelines(format_run_lines(qid, ranking, tag))
+    docids, ranks = table.plain_docids(), pc.cast(pa.array(table.ranks()), pa.string())
+    with atomic_write(path, "wb") as f:
+        for start in range(0, len(table), _WRITE_ROWS):
+            rows = slice(start, start + _WRITE_ROWS)
+            # each distinct score formatted once (ties are common: RRF, BM25); by bit pattern, which keeps -0.0
+            values, numbers = np.unique(table.scores[rows].view(np.int64), return_inverse=True)
+            scores = pa.array([f"{value:.6f}" for value in values.view(np.float64).tolist()],
+                              pa.string()).take(numbers)
+            lines = pc.binary_join_element_wise(table.qids[rows], "Q0", docids[rows], ranks[rows], scores, f"{tag}\n",
+                                                " ")
+            f.write(_bytes_of(lines))
+
+
+def ranks_in_groups(starts: np.ndarray, n: int) -> np.ndarray:
+    """The rank from 1 of each of ``n`` rows within its group of adjacent rows; ``starts``: every group's first row
+    but the first group's."""
+    firsts = np.concatenate(([0], starts))
+    return np.arange(1, n + 1) - np.repeat(firsts, np.diff(np.append(firsts, n)))
+
+
+def first_appearance(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Each value's number (int64) counting distinct values in order of first appearance, and those values.
+
+    Only the first of each stretch of equal neighbours is hashed: the qids of a run come in long stretches.
+    """
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(values) == 0:
+        return np.zeros(0, np.int64), values
+    changed = pc.not_equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(changed) + 1))
+    encoded = pc.dictionary_encode(values.take(starts))
+    codes = encoded.indices.to_numpy().astype(np.int64)
+    return np.repeat(codes, np.diff(np.append(starts, len(values)))), encoded.dictionary
+
+
+def _bytes_of(strings: pa.Array) -> memoryview:
+    """The text of a string array without nulls, all its strings one after another."""
+    offsets = np.frombuffer(strings.buffers()[1], np.int32, len(strings) + 1, strings.offset * 4)
+    return memoryview(strings.buffers()[2])[offsets[0]:offsets[-1]]
 
 
 def truncate(run: Run, depth: int) -> Run:

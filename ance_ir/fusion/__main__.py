@@ -4,7 +4,7 @@ interpolation: ``alpha * A + (1 - alpha) * B``, the meaning ``--alpha`` has in e
 Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first. A document missing
 from one run takes that run's lowest score for the query (Pyserini's hybrid convention).
 With ``--tune QRELS`` alpha is chosen by nDCG@10 on those qrels (use training topics) from ``--alphas``.
-rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, through ``pyserini.fusion``.
+rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, scored as ``pyserini.fusion`` scores it.
 ``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
     python -m ance_ir.fusion --runs runs/bm25.train.trec runs/dense.train.trec --method interpolation \
@@ -14,12 +14,14 @@ rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, through ``pyserini.fusion``
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from ance_ir.cli import ArgumentParser, check_output, hidden_alias, non_negative_int, positive_int, run_cli, unit_float
-from ance_ir.data import read_run, write_run
+from ance_ir.data.runs import read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
-from ance_ir.fusion import interpolate, reciprocal_rank_fusion
+from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
 from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, sweep_alpha
 
@@ -44,24 +46,26 @@ def main(argv: list[str] | None = None) -> int:
     depth = args.depth or max(args.hits, 1000)
     check_output(args.output)
 
-    runs = [read_run(path) for path in args.runs]
+    with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
+        runs = list(pool.map(read_run_table, args.runs))
     if args.method == "interpolation":
         if len(runs) != 2:
             raise ValueError(f"interpolation needs exactly two runs, got {len(runs)}")
         alpha = args.alpha
         if args.tune:
-            sweep = sweep_alpha(runs[0], runs[1], resolve_qrels(args.tune), tuple(args.alphas), depth=depth)
+            sweep = sweep_alpha(runs[0].to_run(), runs[1].to_run(), resolve_qrels(args.tune), tuple(args.alphas),
+                                depth=depth)
             for a, value in sweep:
                 print(f"alpha {a:<6g} ndcg@10 {value:.4f}")
             alpha = best_alpha(sweep)
             print(f"best alpha {alpha:g}")
-        fused = interpolate(runs[0], runs[1], alpha, 1 - alpha, depth=depth, k=args.hits)
+        fused = interpolate_tables(runs[0], runs[1], alpha, 1 - alpha, depth=depth, k=args.hits)
     else:
         if len(runs) < 2:
             raise ValueError("rrf needs at least two runs")
-        fused = reciprocal_rank_fusion(runs, rrf_k=args.rrf_k, depth=depth, k=args.hits)
-    write_run(fused, args.output, tag=args.run_tag)
-    print(f"wrote {args.output}: {len(fused)} queries", file=sys.stderr)
+        fused = reciprocal_rank_fusion_tables(runs, rrf_k=args.rrf_k, depth=depth, k=args.hits)
+    write_run_table(fused, args.output, tag=args.run_tag)
+    print(f"wrote {args.output}: {fused.queries()} queries", file=sys.stderr)
     return 0
 
 

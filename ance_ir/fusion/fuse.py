@@ -1,15 +1,18 @@
-"""Fusing two rankings: score interpolation with minimum-score fill, and reciprocal rank fusion.
+"""Fusing rankings: score interpolation with minimum-score fill, and reciprocal rank fusion.
 
 Interpolation follows Pyserini's ``HybridSearcher``: a document missing from one list takes that list's
-lowest score for the query. RRF scores as Pyserini's ``pyserini.fusion.reciprocal_rank_fusion`` does.
+lowest score for the query. RRF scores as Pyserini's ``pyserini.fusion.reciprocal_rank_fusion`` does. Both work on
+:class:`RunTable` columns (vectorised: runs of millions of hits fuse in seconds, ``docs/bench.md``); ``interpolate``
+and ``reciprocal_rank_fusion`` take and give :data:`Run` dictionaries.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from operator import itemgetter
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from ance_ir.data import Run
+from ance_ir.data.runs import Run, RunTable, first_appearance, ranks_in_groups
 
 # ``--alpha`` means this in every CLI (``ance_ir.search``, ``ance_ir.fusion``): like Pyserini's hybrid alpha
 # it weights the sparse side, which goes first.
@@ -18,41 +21,94 @@ ALPHA_MEANING = "fused score = alpha * first (sparse) run + (1 - alpha) * second
 
 def interpolate(first: Run, second: Run, weight_first: float, weight_second: float,
                 depth: int | None = 1000, k: int | None = 1000) -> Run:
-    """``weight_first * s1 + weight_second * s2`` over the union of each query's top-``depth`` documents.
-
-    A document absent from one list gets that list's minimum score for the query (0 if the list is
-    empty). Output is sorted by fused score, ties by docid, and cut to ``k``.
-    """
-    fused: Run = {}
-    for qid in dict.fromkeys([*first, *second]):
-        a = dict(first.get(qid, [])[:depth])
-        b = dict(second.get(qid, [])[:depth])
-        fill_a, fill_b = min(a.values(), default=0.0), min(b.values(), default=0.0)
-        fused[qid] = _ranked({d: weight_first * a.get(d, fill_a) + weight_second * b.get(d, fill_b)
-                              for d in a.keys() | b.keys()}, k)
-    return fused
+    """:func:`interpolate_tables` on dictionaries; a query without hits in either run keeps an empty list."""
+    fused = interpolate_tables(RunTable.from_run(first), RunTable.from_run(second), weight_first, weight_second,
+                               depth, k).to_run()
+    return {qid: fused.get(qid, []) for qid in dict.fromkeys([*first, *second])}
 
 
 def reciprocal_rank_fusion(runs: list[Run], rrf_k: int = 60, depth: int | None = 1000,
                            k: int | None = 1000) -> Run:
+    """:func:`reciprocal_rank_fusion_tables` on dictionaries; a query without hits keeps an empty list."""
+    fused = reciprocal_rank_fusion_tables([RunTable.from_run(run) for run in runs], rrf_k, depth, k).to_run()
+    return {qid: fused.get(qid, []) for qid in dict.fromkeys(q for run in runs for q in run)}
+
+
+def interpolate_tables(first: RunTable, second: RunTable, weight_first: float, weight_second: float,
+                       depth: int | None = 1000, k: int | None = 1000) -> RunTable:
+    """``weight_first * s1 + weight_second * s2`` over the union of each query's top-``depth`` documents.
+
+    A document absent from one list gets that list's minimum score for the query (0 if the query has no hits
+    there). Output is sorted by fused score, ties by docid, and cut to ``k``; queries in order of first appearance.
+    """
+    heads = [first.head(depth), second.head(depth)]
+    pairs = _Pairs(heads)
+    sides = []
+    for head, rows in zip(heads, pairs.rows, strict=True):
+        fill = np.zeros(pairs.queries)  # a query the run lacks fills with 0
+        starts = head.starts()
+        if len(head):
+            fill[pairs.query[rows[starts[:-1]]]] = np.minimum.reduceat(head.scores, starts[:-1])
+        side = fill[pairs.query]
+        side[rows] = head.scores
+        sides.append(side)
+    return pairs.ranked(weight_first * sides[0] + weight_second * sides[1], k)
+
+
+def reciprocal_rank_fusion_tables(runs: list[RunTable], rrf_k: int = 60, depth: int | None = 1000,
+                                  k: int | None = 1000) -> RunTable:
     """Reciprocal rank fusion (Cormack et al., 2009) as Pyserini's ``pyserini.fusion.reciprocal_rank_fusion``
     computes it (``tests/test_fusion.py`` checks the two agree): each document scores ``sum 1 / (rrf_k + rank)``
-    over the runs' top-``depth`` lists, ties ordered by docid. Plain dictionaries rather than Pyserini's pandas
-    frames: several times faster on large runs (``docs/bench.md``)."""
-    longest = max((len(ranking) for run in runs for ranking in run.values()), default=0)
-    weights = [1.0 / (rrf_k + rank) for rank in range(1, min(depth or longest, longest) + 1)]
-    fused: Run = {}
-    for qid in dict.fromkeys(q for run in runs for q in run):
-        scores: dict[str, float] = defaultdict(float)
-        for run in runs:
-            for (docid, _), weight in zip(run.get(qid, ()), weights, strict=False):
-                scores[docid] += weight
-        fused[qid] = _ranked(scores, k)
-    return fused
+    over the runs' top-``depth`` lists, added run by run; ties ordered by docid, cut to ``k``."""
+    heads = [run.head(depth) for run in runs]
+    pairs = _Pairs(heads)
+    scores = np.zeros(pairs.count)
+    for head, rows in zip(heads, pairs.rows, strict=True):
+        scores[rows] += 1.0 / (rrf_k + head.ranks())
+    return pairs.ranked(scores, k)
 
 
-def _ranked(scores: dict[str, float], k: int | None) -> list[tuple[str, float]]:
-    """``scores`` best first, ties by docid, cut to ``k`` (two stable sorts on C-level keys)."""
-    hits = sorted(scores.items(), key=itemgetter(0))
-    hits.sort(key=itemgetter(1), reverse=True)
-    return hits[:k]
+class _Pairs:
+    """The distinct (query, document) pairs of several runs.
+
+    ``rows[i][j]``: the number of the pair in row ``j`` of run ``i``; ``query[p]``: pair ``p``'s query, numbered in
+    order of first appearance.
+    """
+
+    def __init__(self, runs: list[RunTable]) -> None:
+        query, self._qids = first_appearance(pa.chunked_array([run.qids for run in runs], pa.string()))
+        docids = pa.chunked_array([_encoded(run.docids) for run in runs], pa.dictionary(pa.int32(), pa.string()))
+        docids = docids.unify_dictionaries().combine_chunks()  # hashes each run's distinct docids, not every hit
+        docid, self._docids = docids.indices.to_numpy().astype(np.int64), docids.dictionary
+        width = max(len(self._docids), 1)
+        keys, numbers = _distinct(query * width + docid)
+        self.queries, self.count = len(self._qids), len(keys)
+        self.query, self.docid = np.divmod(keys, width)
+        self.rows = np.split(numbers, np.cumsum([len(run) for run in runs])[:-1])
+
+    def ranked(self, scores: np.ndarray, k: int | None) -> RunTable:
+        """The pairs as a run: queries in order of first appearance, best score first, ties by docid, cut to ``k``."""
+        docids = self._docids.take(self.docid)
+        order = pc.sort_indices(pa.table({"query": self.query, "score": scores, "docid": docids}),
+                                sort_keys=[("query", "ascending"), ("score", "descending"), ("docid", "ascending")])
+        order = order.to_numpy()
+        if k is not None:
+            query = self.query[order]
+            order = order[ranks_in_groups(np.flatnonzero(np.diff(query)) + 1, len(query)) <= k]
+        return RunTable(self._qids.take(self.query[order]), docids.take(order), scores[order])
+
+
+def _encoded(docids: pa.Array) -> pa.DictionaryArray:
+    return docids if pa.types.is_dictionary(docids.type) else pc.dictionary_encode(docids)
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` without its stable sort (twice as fast on millions of keys)."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(len(keys), bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    numbers = np.empty(len(keys), np.int64)
+    numbers[order] = np.cumsum(new) - 1
+    return ordered[new], numbers
