@@ -159,3 +159,9 @@ def test_alpha_sweep_picks_the_best_weight():
     assert [a for a, _ in sweep] == [0.0, 0.1, 0.5, 1.0]
     assert sweep[0][1] < 1.0 and sweep[2][1] == 1.0
     assert best_alpha(sweep) == 0.5
+
+
+def test_empty_runs_and_queries_without_hits():
+    assert reciprocal_rank_fusion([{}, {}]) == {} and interpolate({}, {}, 0.5, 0.5) == {}
+    assert reciprocal_rank_fusion([{"q": []}, {"p": [("d", 1.0)]}]) == {"q": [], "p": [("d", 1 / 61)]}
+    assert interpolate({"q": []}, {"q": [("d", 1.0)]}, 0.5, 0.5) == {"q": [("d", 0.5)]}  # the empty side fills 0
