@@ -19,7 +19,7 @@ def acceptance_lines(text: str) -> list[tuple[str, str]]:
     out = []
     for match in SECTION.finditer(text):
         body = match["body"]
-        heading = next((line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("###")),
+        heading = next((line.lstrip("# ").strip() for line in body.splitlines() if line.startswith("#")),
                        match["marker"])
         out += [(heading, line.strip()) for line in body.splitlines() if line.startswith("Acceptance")]
     return out
