@@ -180,23 +180,31 @@ def final_checkpoint(run: Path) -> Path:
     return sorted((run / "checkpoints").glob("step-*"))[-1]
 
 
+def train_args(family: Family, name: str, row: Row, seed: int) -> list[str]:
+    """The ``ance_ir.train`` arguments of ``row`` (its run folder: ``work(name, ROW.seedN)``)."""
+    steps = family.cont if row.stages == "cont" else family.warmup + family.cont
+    args = [*COMMON, *family.flags, *row.train, "--output", str(work(name, f"{row.name}.seed{seed}")), "--seed",
+            str(seed), "--max-steps", str(steps), "--refresh-every", str(family.refresh_every if row.refresh else 0)]
+    if row.warm_start:
+        args += ["--init-from", str(work(name, f"bm25.seed{seed}", "checkpoints", f"step-{family.warmup:08d}"))]
+    else:
+        args += ["--model", family.model]
+    if row.name == "bm25":
+        args += ["--save-every", str(family.warmup)]
+    if {"bm25", "dpr", "bm25-rand"} & set(row.train):
+        args += ["--bm25-index", str(work(name, "bm25-index"))]
+    return args
+
+
 def train_row(family: Family, name: str, row: Row, seed: int) -> None:
     run = work(name, f"{row.name}.seed{seed}")
     steps = family.cont if row.stages == "cont" else family.warmup + family.cont
-    done = (run / "checkpoints" / f"step-{steps:08d}").is_dir()
-    if not done:
-        args = [*COMMON, *family.flags, *row.train, "--output", str(run), "--seed", str(seed),
-                "--max-steps", str(steps), "--refresh-every", str(family.refresh_every if row.refresh else 0)]
-        if row.warm_start:
-            warm = work(name, f"bm25.seed{seed}", "checkpoints", f"step-{family.warmup:08d}")
-            args += ["--init-from", str(warm)]
-        else:
-            args += ["--model", family.model]
-        if row.name == "bm25":
-            args += ["--save-every", str(family.warmup)]
-        if {"bm25", "dpr", "bm25-rand"} & set(row.train):
-            args += ["--bm25-index", str(work(name, "bm25-index"))]
-        record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *args)))
+    if not (run / "checkpoints" / f"step-{steps:08d}").is_dir():
+        warm = work(name, f"bm25.seed{seed}", "checkpoints", f"step-{family.warmup:08d}")
+        if row.warm_start and not warm.is_dir():  # BM25 Neg's first stage: its runs are committed, not its models
+            bm25 = next(r for r in ROWS if r.name == "bm25")
+            sh(py("ance_ir.train", *train_args(family, name, bm25, seed), "--stop-at", str(family.warmup)))
+        record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *train_args(family, name, row, seed))))
     keep_logs(run, name, row, seed)
     evaluate_model(family, name, str(final_checkpoint(run)), row.name, seed)
 
