@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from ance_ir.cli import ArgumentParser, check_output, hidden_alias, non_negative_int, positive_int, run_cli, unit_float
-from ance_ir.data.runs import read_run_table, write_run_table
+from ance_ir.data import read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
