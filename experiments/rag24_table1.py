@@ -196,7 +196,8 @@ def train_args(family: Family, name: str, row: Row, seed: int) -> list[str]:
     return args
 
 
-def train_row(family: Family, name: str, row: Row, seed: int) -> None:
+def trained_model(family: Family, name: str, row: Row, seed: int) -> Path:
+    """The row's final checkpoint, trained when it is missing (and the BM25 warm-up it starts from, if gone)."""
     run = work(name, f"{row.name}.seed{seed}")
     steps = family.cont if row.stages == "cont" else family.warmup + family.cont
     if not (run / "checkpoints" / f"step-{steps:08d}").is_dir():
@@ -205,8 +206,13 @@ def train_row(family: Family, name: str, row: Row, seed: int) -> None:
             bm25 = next(r for r in ROWS if r.name == "bm25")
             sh(py("ance_ir.train", *train_args(family, name, bm25, seed), "--stop-at", str(family.warmup)))
         record_time(name, f"{row.name}.seed{seed}", sh(py("ance_ir.train", *train_args(family, name, row, seed))))
-    keep_logs(run, name, row, seed)
-    evaluate_model(family, name, str(final_checkpoint(run)), row.name, seed)
+    return final_checkpoint(run)
+
+
+def train_row(family: Family, name: str, row: Row, seed: int) -> None:
+    checkpoint = trained_model(family, name, row, seed)
+    keep_logs(work(name, f"{row.name}.seed{seed}"), name, row, seed)
+    evaluate_model(family, name, str(checkpoint), row.name, seed)
 
 
 def run(name: str, seeds: list[int], only: list[str] | None = None) -> None:

@@ -1,0 +1,107 @@
+"""``python -m ance_ir.plot.scores``: the ANCE paper's Figure 3, each model's top dense scores on test queries and
+how far its training negatives are from the negatives it meets at test time.
+
+    python -m ance_ir.plot.scores --topics rag24-mini-test --qrels rag24-mini-test --queries 10 \\
+        --model "BM25 → Rand Neg" INDEX NEGATIVES_RUN --model ANCE INDEX NEGATIVES_RUN --output docs/figure3.png
+
+Each ``--model``: a label, the model's dense index (``python -m ance_ir.encode``; its queries are encoded by the
+encoder in its ``meta.json``) and a run of the negatives its training method gives the same topics (the top
+passages of BM25 for BM25 Neg, random passages for Rand Neg, the run of the checkpoint whose negatives ANCE trained
+on last). One panel per model, one line per query for ``--queries`` topics drawn with ``--seed``: the model's top
+``--top`` scores by rank minus the query's mean score over the whole corpus (the paper's y axis; with inner-product
+scores the mean is the query vector times the mean passage vector). The panel's title gives the overlap: the share
+of the model's top ``--top`` unjudged passages (its negatives at test time) found among the top ``--top`` unjudged
+passages of the negatives run, averaged over all the topics; one line per model is printed with the overlap and
+the drawn queries' mean centred score at the first and the last rank.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+
+
+def unjudged(ranking: Sequence[str], judged: Mapping[str, int], n: int) -> list[str]:
+    """The first ``n`` passages of ``ranking`` without a judgment (any grade): the negatives it holds."""
+    return [d for d in ranking if d not in judged][:n]
+
+
+def overlap(test: Sequence[str], train: Sequence[str], judged: Mapping[str, int], n: int) -> float:
+    """The share of the top ``n`` unjudged passages of ``test`` that are among the top ``n`` unjudged of ``train``."""
+    met = unjudged(test, judged, n)
+    return len(set(met) & set(unjudged(train, judged, n))) / max(len(met), 1)
+
+
+def centred_scores(scores: np.ndarray, query: np.ndarray, mean_passage: np.ndarray) -> np.ndarray:
+    """``scores`` minus the query's mean inner product with the corpus (``query`` times the mean passage vector)."""
+    return scores - float(query @ mean_passage)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m ance_ir.plot.scores", description=__doc__)
+    parser.add_argument("--model", nargs=3, action="append", required=True, metavar=("LABEL", "INDEX", "NEGATIVES"),
+                        help="a panel: its label, the model's dense index and the run of its training negatives")
+    parser.add_argument("--topics", required=True, help="topics TSV file or name")
+    parser.add_argument("--qrels", required=True, help="qrels file or name (judged passages are not negatives)")
+    parser.add_argument("--queries", type=positive_int, default=10, help="queries drawn per panel (default 10)")
+    parser.add_argument("--top", type=positive_int, default=100, help="ranks drawn and compared (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn queries (default 0)")
+    parser.add_argument("--output", required=True, help="PNG file to write")
+    args = parser.parse_args(argv)
+    check_output(args.output)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from ance_ir.data import atomic_write, read_run
+    from ance_ir.datasets import resolve_qrels, resolve_topics
+    from ance_ir.index import load_dense_index, stored_vectors
+    from ance_ir.search import encoder_for_index
+
+    topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
+    qids = [q for q in topics if q in qrels]
+    drawn = sorted(random.Random(args.seed).sample(qids, min(args.queries, len(qids))), key=qids.index)
+    panels = []
+    for label, index_path, negatives_path in args.model:
+        negatives = read_run(negatives_path)
+        missing = [q for q in qids if q not in negatives]
+        if missing:
+            raise ValueError(f"{negatives_path}: has no query {missing[0]!r} of --topics")
+        index = load_dense_index(index_path)
+        queries = encoder_for_index(index, None).encode_queries([topics[q] for q in qids])
+        scores, ranked = index.search(queries, args.top + max(len(qrels[q]) for q in qids))
+        mean_passage = stored_vectors(index).mean(axis=0)
+        shares = [overlap(ranked[i], [d for d, _ in negatives[q]], qrels[q], args.top) for i, q in enumerate(qids)]
+        lines = {q: centred_scores(scores[qids.index(q)][:args.top], queries[qids.index(q)], mean_passage)
+                 for q in drawn}
+        panels.append((label, float(np.mean(shares)), lines))
+        first, last = (float(np.mean([line[r] for line in lines.values()])) for r in (0, -1))
+        print(f"{label}: overlap {np.mean(shares):.1%} over {len(qids)} queries; drawn queries' centred score "
+              f"at rank 1 {first:.3f}, at rank {args.top} {last:.3f}")
+    columns = min(2, len(panels))
+    rows = -(-len(panels) // columns)
+    fig = Figure(figsize=(6 * columns, 4 * rows))
+    for i, (label, share, lines) in enumerate(panels):
+        ax = fig.add_subplot(rows, columns, i + 1)
+        for qid, line in lines.items():
+            ax.plot(np.arange(1, len(line) + 1), line, linewidth=1, label=qid)
+        ax.set_title(f"{label} ({share:.0%} overlap)", fontsize=10)
+        ax.set_xlabel("rank")
+        ax.set_ylabel("score minus the corpus mean")
+    fig.axes[0].legend(fontsize=6, loc="upper right", ncol=2)
+    fig.tight_layout()
+    with atomic_write(args.output, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    print(Path(args.output))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

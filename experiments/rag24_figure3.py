@@ -1,0 +1,94 @@
+"""The ANCE paper's Figure 3 on rag24-mini (issue 12): bert-tiny's rows warmed up by BM25 Neg, the top dense scores
+of ten test queries, and how much of what each model meets at test time its training negatives cover.
+
+    python -m experiments.rag24_figure3 --seed 2 --output docs/figure3-scores.png
+
+The models are Table 1's bert-tiny rows BM25 → Rand, BM25 → NCE, BM25 → BM25 + Rand and ANCE of seed ``--seed``
+(``experiments/rag24_table1.py``'s commands; a model whose checkpoint is not kept is trained again, its warm-up
+too). Each gets a run of the negatives its method trains on, for the test topics, in
+``runs/rag24/figure3/ROW.seedN.negatives.test.trec.gz`` (committed): Rand, 100 random passages; NCE, 100 random
+positives of the training topics (in-batch negatives are the other queries' positives); BM25 + Rand, BM25's top
+passages and random ones in turn; ANCE, the search of the checkpoint whose negatives ANCE trained on last (the
+version its log records at the last step). ``python -m ance_ir.plot.scores`` draws the figure and prints each
+overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+
+from ance_ir.data import iter_corpus, read_run, write_run
+from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
+from experiments.rag24_table1 import FAMILIES, ROOT, ROWS, evaluate_model, py, sh, trained_model, work
+
+FAMILY = "bert-tiny"
+PANELS = {"bm25-rand": "BM25 → Rand Neg", "bm25-nce": "BM25 → NCE Neg", "bm25-bm25-and-rand": "BM25 → BM25 + Rand",
+          "ance": "ANCE"}
+DEPTH = 100
+
+
+def model(row: str, seed: int) -> str:
+    """The dense index of the row's final checkpoint (trained and encoded when missing)."""
+    family = FAMILIES[FAMILY]
+    checkpoint = trained_model(family, FAMILY, next(r for r in ROWS if r.name == row), seed)
+    evaluate_model(family, FAMILY, str(checkpoint), row, seed)
+    return str(work(FAMILY, "indexes", f"{row}.seed{seed}"))
+
+
+def negatives(row: str, seed: int) -> str:
+    """The run of the negatives ``row``'s method trains on, for the test topics (written when missing)."""
+    out = ROOT / "runs" / "rag24" / "figure3" / f"{row}.seed{seed}.negatives.test.trec.gz"
+    if out.is_file():
+        return str(out)
+    topics, qrels = resolve_topics("rag24-mini-test"), resolve_qrels("rag24-mini-test")
+    rng = random.Random(seed)
+    corpus = [passage.docid for passage in iter_corpus(resolve_corpus("rag24-mini"))]
+    train_positives = sorted({d for judged in resolve_qrels("rag24-mini-train").values()
+                              for d, grade in judged.items() if grade >= 2})
+    bm25 = read_run(ROOT / "runs" / "rag24" / "bm25.test.trec.gz")
+    if row == "ance":
+        run = work(FAMILY, f"ance.seed{seed}")
+        steps = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+        version = [s["negatives_version"] for s in steps if s.get("negatives_version") is not None][-1]
+        index = work(FAMILY, "indexes", f"ance.seed{seed}.negatives-v{version}")
+        if not (index / "index").is_file():
+            sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",
+                  str(run / "checkpoints" / f"step-{version:08d}"), "--output", str(index), "--quiet",
+                  *FAMILIES[FAMILY].encoder_flags))
+        sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", str(2 * DEPTH),
+              "--output", str(out), "--run-tag", f"ance-negatives-v{version}"))
+        return str(out)
+    run = {}
+    for qid in topics:
+        if qid not in qrels:
+            continue
+        if row == "bm25-rand":
+            picked = rng.sample(corpus, DEPTH)
+        elif row == "bm25-nce":
+            picked = rng.sample(train_positives, DEPTH)
+        else:  # each negative BM25's or random, 1:1
+            top = [d for d, _ in bm25[qid] if d not in qrels[qid]][:DEPTH // 2]
+            picked = [d for pair in zip(top, rng.sample(corpus, DEPTH // 2), strict=True) for d in pair]
+        run[qid] = [(d, float(DEPTH - i)) for i, d in enumerate(dict.fromkeys(picked))]
+    write_run(run, out, tag=f"{row}-negatives")
+    return str(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--output", default="docs/figure3-scores.png")
+    args = parser.parse_args()
+    command = [sys.executable, "-m", "ance_ir.plot.scores", "--topics", "rag24-mini-test", "--qrels",
+               "rag24-mini-test", "--queries", "10", "--top", str(DEPTH), "--output", args.output]
+    for row, label in PANELS.items():
+        command += ["--model", label, model(row, args.seed), negatives(row, args.seed)]
+    subprocess.run(command, cwd=ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()
