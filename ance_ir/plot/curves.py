@@ -17,8 +17,8 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ance_ir.data import atomic_write
 from ance_ir.eval import METRICS
+from ance_ir.plot.figures import save_png
 from ance_ir.train.layout import RunDir
 from ance_ir.train.modeling import GROUPS
 from ance_ir.train.runlog import read_log
@@ -48,13 +48,6 @@ class RunCurves:
         return [s for s, _ in points], [v for _, v in points]
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
-    with atomic_write(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
-    return path
-
-
 def _label(run: RunCurves, what: str, several: bool) -> str:
     return f"{run.name}: {what}" if several else what
 
@@ -80,7 +73,7 @@ def plot_loss(runs: Sequence[RunCurves], path: Path) -> Path | None:
     loss_ax.set_title("training loss")
     _finish(loss_ax, "loss")
     _finish(lr_ax, "learning rate")
-    return _save(fig, path)
+    return save_png(fig, path, dpi=120)
 
 
 def plot_grad_norms(runs: Sequence[RunCurves], path: Path) -> Path | None:
@@ -96,7 +89,7 @@ def plot_grad_norms(runs: Sequence[RunCurves], path: Path) -> Path | None:
                         linestyle="--" if key == "grad_norm" else "-")
     ax.set_title("gradient norm (before clipping)")
     _finish(ax, "L2 norm", log=True)
-    return _save(fig, path)
+    return save_png(fig, path, dpi=120)
 
 
 def plot_dev_metrics(runs: Sequence[RunCurves], path: Path) -> Path | None:
@@ -113,7 +106,7 @@ def plot_dev_metrics(runs: Sequence[RunCurves], path: Path) -> Path | None:
                         label=_label(run, FRIENDLY.get(name, name), len(runs) > 1))
     ax.set_title("eval metrics of each refreshed checkpoint")
     _finish(ax, "value")
-    return _save(fig, path)
+    return save_png(fig, path, dpi=120)
 
 
 def plot_negatives(runs: Sequence[RunCurves], path: Path) -> Path | None:
@@ -133,7 +126,7 @@ def plot_negatives(runs: Sequence[RunCurves], path: Path) -> Path | None:
     stale_ax.set_title("negatives staleness (steps since their checkpoint) and training speed")
     _finish(stale_ax, "staleness (steps)")
     _finish(speed_ax, "steps/s")
-    return _save(fig, path)
+    return save_png(fig, path, dpi=120)
 
 
 def plot_runs(folders: Sequence[str | Path], output: str | Path) -> list[Path]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -58,11 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    from ance_ir.data import atomic_write, read_run
+    from ance_ir.data import read_run
     from ance_ir.datasets import resolve_qrels, resolve_topics
     from ance_ir.index import load_dense_index, stored_vectors
+    from ance_ir.plot.figures import panel_grid, save_png
     from ance_ir.search import encoder_for_index
 
     topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
@@ -85,21 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         first, last = (float(np.mean([line[r] for line in lines.values()])) for r in (0, -1))
         print(f"{label}: overlap {np.mean(shares):.1%} over {len(qids)} queries; drawn queries' centred score "
               f"at rank 1 {first:.3f}, at rank {args.top} {last:.3f}")
-    columns = min(2, len(panels))
-    rows = -(-len(panels) // columns)
-    fig = Figure(figsize=(6 * columns, 4 * rows))
-    for i, (label, share, lines) in enumerate(panels):
-        ax = fig.add_subplot(rows, columns, i + 1)
+    fig, axes = panel_grid(len(panels), 4)
+    for ax, (label, share, lines) in zip(axes, panels, strict=True):
         for qid, line in lines.items():
             ax.plot(np.arange(1, len(line) + 1), line, linewidth=1, label=qid)
         ax.set_title(f"{label} ({share:.0%} overlap)", fontsize=10)
         ax.set_xlabel("rank")
         ax.set_ylabel("score minus the corpus mean")
-    fig.axes[0].legend(fontsize=6, loc="upper right", ncol=2)
-    fig.tight_layout()
-    with atomic_write(args.output, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    print(Path(args.output))
+    axes[0].legend(fontsize=6, loc="upper right", ncol=2)
+    print(save_png(fig, args.output))
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -53,12 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure
     from sklearn.manifold import TSNE
 
-    from ance_ir.data import atomic_write, read_run
+    from ance_ir.data import read_run
     from ance_ir.datasets import resolve_qrels, resolve_topics
     from ance_ir.index import load_dense_index, stored_vectors
+    from ance_ir.plot.figures import panel_grid, save_png
     from ance_ir.search import encoder_for_index
 
     index = load_dense_index(args.index)
@@ -71,16 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     vectors, row = stored_vectors(index), {d: i for i, d in enumerate(index.docids)}
     queries = model.encode_queries([topics[q] for q in args.queries])
     _, dense = index.search(queries, args.n + max(len(qrels[q]) for q in args.queries))
-    columns = min(2, len(args.queries))
-    rows = -(-len(args.queries) // columns)
-    fig = Figure(figsize=(6 * columns, 5 * rows))
+    fig, axes = panel_grid(len(args.queries), 5)
     for i, qid in enumerate(args.queries):
         groups = passage_groups(index.docids, dense[i], [d for d, _ in bm25[qid]], qrels[qid], args.n,
                                 random.Random(args.seed))
         points = np.vstack([queries[i], *(vectors[row[d]] for docs in groups.values() for d in docs)])
         xy = TSNE(perplexity=min(30.0, (len(points) - 1) / 3), init="pca", random_state=args.seed) \
             .fit_transform(points.astype(np.float32))
-        ax = fig.add_subplot(rows, columns, i + 1)
+        ax = axes[i]
         start = 1
         dr = set(groups["DR Neg"])
         for name, docs in groups.items():
@@ -95,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_xticks([])
         ax.set_yticks([])
         ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    with atomic_write(args.output, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    print(Path(args.output))
+    print(save_png(fig, args.output))
     return 0
 
 
