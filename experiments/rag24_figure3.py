@@ -16,13 +16,13 @@ overlap.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import subprocess
 import sys
 
 from ance_ir.data import iter_corpus, read_run, write_run
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
+from ance_ir.train.runlog import read_log
 from experiments.rag24_table1 import FAMILIES, ROOT, ROWS, evaluate_model, py, sh, trained_model, work
 
 FAMILY = "bert-tiny"
@@ -52,8 +52,8 @@ def negatives(row: str, seed: int) -> str:
     bm25 = read_run(ROOT / "runs" / "rag24" / "bm25.test.trec.gz")
     if row == "ance":
         run = work(FAMILY, f"ance.seed{seed}")
-        steps = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-        version = [s["negatives_version"] for s in steps if s.get("negatives_version") is not None][-1]
+        version = [r["negatives_version"] for r in read_log(run / "log.jsonl")
+                   if r.get("negatives_version") is not None][-1]
         index = work(FAMILY, "indexes", f"ance.seed{seed}.negatives-v{version}")
         if not (index / "index").is_file():
             sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",

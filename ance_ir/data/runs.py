@@ -65,11 +65,7 @@ class RunTable:
 
     def starts(self) -> np.ndarray:
         """The first row of each query, then ``len(self)``."""
-        n = len(self)
-        if n == 0:
-            return np.zeros(1, np.int64)
-        changed = pc.not_equal(self.qids.slice(1), self.qids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-        return np.concatenate(([0], np.flatnonzero(changed) + 1, [n]))
+        return np.append(stretch_starts(self.qids), len(self))
 
     def queries(self) -> int:
         return len(self.starts()) - 1
@@ -143,13 +139,14 @@ def read_plain_run(path: Path) -> RunTable | None:
     scores = table["score"].to_numpy()
     if table.num_rows == 0 or not np.isfinite(scores).all():
         return None
-    first_seen, _ = first_appearance(table["qid"])
+    qids = table["qid"].combine_chunks()
+    first_seen, _ = first_appearance(qids)
     docids = pc.dictionary_encode(table["docid"]).combine_chunks()
     pairs = np.sort(first_seen * len(docids.dictionary) + docids.indices.to_numpy())
     if (pairs[1:] == pairs[:-1]).any():
         return None
     order = np.lexsort((-scores, first_seen))
-    return RunTable(table["qid"].combine_chunks().take(order), docids.take(order), scores[order])
+    return RunTable(qids.take(order), docids.take(order), scores[order])
 
 
 def write_run(run: Run, path: str | Path, tag: str = "ance-ir") -> None:
@@ -187,13 +184,18 @@ def first_appearance(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa
     Only the first of each stretch of equal neighbours is hashed: the qids of a run come in long stretches.
     """
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if len(values) == 0:
-        return np.zeros(0, np.int64), values
-    changed = pc.not_equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
-    starts = np.concatenate(([0], np.flatnonzero(changed) + 1))
+    starts = stretch_starts(values)
     encoded = pc.dictionary_encode(values.take(starts))
     codes = encoded.indices.to_numpy().astype(np.int64)
     return np.repeat(codes, np.diff(np.append(starts, len(values)))), encoded.dictionary
+
+
+def stretch_starts(values: pa.Array) -> np.ndarray:
+    """The index of the first value of each stretch of equal neighbours (none for no values)."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    changed = pc.not_equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
+    return np.concatenate(([0], np.flatnonzero(changed) + 1))
 
 
 def _bytes_of(strings: pa.Array) -> memoryview:

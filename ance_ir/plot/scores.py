@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         scores, ranked = index.search(queries, args.top + max(len(qrels[q]) for q in qids))
         mean_passage = stored_vectors(index).mean(axis=0)
         shares = [overlap(ranked[i], [d for d, _ in negatives[q]], qrels[q], args.top) for i, q in enumerate(qids)]
-        lines = {q: centred_scores(scores[qids.index(q)][:args.top], queries[qids.index(q)], mean_passage)
-                 for q in drawn}
+        lines = {q: centred_scores(scores[i][:args.top], queries[i], mean_passage) for i, q in enumerate(qids)
+                 if q in drawn}
         panels.append((label, float(np.mean(shares)), lines))
         first, last = (float(np.mean([line[r] for line in lines.values()])) for r in (0, -1))
         print(f"{label}: overlap {np.mean(shares):.1%} over {len(qids)} queries; drawn queries' centred score "
