@@ -13,6 +13,7 @@ import gzip
 import math
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,10 @@ class RunTable:
 
     def starts(self) -> np.ndarray:
         """The first row of each query, then ``len(self)``."""
+        return self._starts
+
+    @cached_property
+    def _starts(self) -> np.ndarray:  # computed once: ranks, heads, counts and writes all need it
         return np.append(stretch_starts(self.qids), len(self))
 
     def queries(self) -> int:
