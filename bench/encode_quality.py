@@ -22,7 +22,7 @@ from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, build_index
 from ance_ir.modeling import DenseEncoder, resolve_precision
 from ance_ir.search import DenseSearcher
-from bench.common import load_average, provenance, write_section
+from bench.common import device_label, load_average, provenance, write_section
 
 TOLERANCE = 0.005  # the default precision must keep nDCG@10 within this of fp32
 
@@ -68,7 +68,7 @@ def main() -> None:
         modes = ["fp32", *[m for m in modes if m != "fp32"]]
     rows, reference, seen = [], {}, set()
     for mode in modes:
-        concrete = resolve_precision(mode, args.device)
+        concrete = resolve_precision(mode, args.device, DenseEncoder.cpu_auto_precision)
         if concrete in seen:  # e.g. bf16 after auto (= bf16)
             continue
         seen.add(concrete)
@@ -105,7 +105,7 @@ def main() -> None:
         verdict = (f"Acceptance, the default ({default['mode']}) keeps nDCG@10 within {TOLERANCE} of fp32: "
                    f"{'yes' if abs(delta) <= TOLERANCE else 'no'} ({delta:+.4f}).")
     corpus = f"full {args.corpus}" if args.limit is None else f"first {len(texts)} passages of {args.corpus}"
-    body = (f"### Quality of each precision, {args.device}: {corpus} ({len(texts)} passages), "
+    body = (f"### Quality of each precision, {device_label(args.device)}: {corpus} ({len(texts)} passages), "
             f"{args.topics} ({len(topics)} topics)\n\n"
             f"Encode every passage → flat index → `DenseSearcher` (queries in fp32, as `ance_ir.search` encodes "
             f"them) → pytrec_eval. Batch size {args.batch_size}, {torch.get_num_threads()} torch threads; "
@@ -113,7 +113,7 @@ def main() -> None:
             + "\n".join(lines) + "\n\n" + verdict + "\n\n" + provenance(load_before))
     print(body)
     if args.output:
-        write_section(args.output, f"encode-quality {args.device}", body)
+        write_section(args.output, f"encode-quality {device_label(args.device)}", body)
 
 
 if __name__ == "__main__":

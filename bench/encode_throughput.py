@@ -29,7 +29,15 @@ import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder, resolve_model_path, resolve_precision
-from bench.common import alternating_medians, load_average, peak_rss_mib, provenance, run_child, write_section
+from bench.common import (
+    alternating_medians,
+    device_label,
+    load_average,
+    peak_rss_mib,
+    provenance,
+    run_child,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LENGTH = 256
@@ -77,7 +85,7 @@ def describe(name: str, device: str) -> str:
     if name == "sentence-transformers bf16":
         return "sentence-transformers `encode`, model cast to bf16 (not its default)"
     precision = name.split()[-1]
-    concrete = resolve_precision(precision, device)
+    concrete = resolve_precision(precision, device, DenseEncoder.cpu_auto_precision)
     return f"ance-ir `encode_passages`, {precision}" + (f" (= {concrete}, the default)" if precision == "auto" else "")
 
 
@@ -177,7 +185,7 @@ def tables(args: argparse.Namespace, names: list[str], seconds: dict[str, float]
     x_pys, x_st = default / base["pyserini"], default / base["sentence-transformers"]
     verdict = (f"\nAcceptance (the default, `auto`): ≥ 2× Pyserini: {'yes' if x_pys >= 2 else 'no'} "
                f"({x_pys:.2f}×); ≥ 1.5× sentence-transformers: {'yes' if x_st >= 1.5 else 'no'} ({x_st:.2f}×).\n")
-    text = (f"### Encoding throughput, {args.device}: first {n} rag24-mini passages\n\n"
+    text = (f"### Encoding throughput, {device_label(args.device)}: first {n} rag24-mini passages\n\n"
             f"all-MiniLM-L6-v2, mean pooling, L2-normalised, max length {MAX_LENGTH}, batch size "
             f"{args.batch_size}, {args.threads} torch threads. passages/s: median of {args.repeats} alternating "
             f"in-process runs (model already loaded, one warm-up batch). Peak RSS: a fresh process loading the "
@@ -228,7 +236,7 @@ def main() -> None:
     body += "\n" + provenance(load_before, ("pyserini", "sentence-transformers"))
     print(body)
     if args.output:
-        write_section(args.output, f"encode-throughput {args.device}", body)
+        write_section(args.output, f"encode-throughput {device_label(args.device)}", body)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import load_average, provenance, run_child, write_section
+from bench.common import device_label, load_average, provenance, run_child, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("load_s", "encode_s", "index_s", "mine_s", "publish_s", "eval_s")
@@ -74,9 +74,9 @@ def precision_refreshes(args: argparse.Namespace, run_dir: Path) -> list[dict]:
 
 
 def label(precision: str, device: str) -> str:
-    from ance_ir.modeling import resolve_precision
+    from ance_ir.modeling import DenseEncoder, resolve_precision
 
-    concrete = resolve_precision(precision, device)
+    concrete = resolve_precision(precision, device, DenseEncoder.cpu_auto_precision)
     return precision if concrete == precision else f"{precision} (= {concrete})"
 
 
@@ -115,7 +115,7 @@ def main() -> None:
     in_run = "\n".join(row(f"in the training run, step {r['step']} ({run_label})", r) for r in run_records)
     variants = "\n".join(row(f"step {r['step']}, passages in {label(r['precision'], args.device)}", r)
                           for r in by_precision)
-    body = (f"### ANCE refresh cost, {args.device}: rag24-mini ({run_records[0]['passages']} passages), "
+    body = (f"### ANCE refresh cost, {device_label(args.device)}: rag24-mini ({run_records[0]['passages']} passages), "
             f"`{args.model}`\n\n"
             f"Training (ance.yaml: batch 8, 1 ANN negative, fp32, {args.threads} threads): "
             f"**{step_s:.2f} s/step** (median over {windows} log windows of {args.log_every} steps, pauses removed), "
@@ -126,7 +126,7 @@ def main() -> None:
             + head + in_run + "\n" + variants + "\n\n" + provenance(load_before))
     print(body)
     if args.output:
-        write_section(args.output, f"refresh-cost {args.device}", body)
+        write_section(args.output, f"refresh-cost {device_label(args.device)}", body)
 
 
 if __name__ == "__main__":

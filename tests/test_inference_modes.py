@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 from conftest import TOY_PASSAGES, TOY_TOPICS
 
-from ance_ir.modeling import PRECISIONS, DenseEncoder, resolve_precision
+from ance_ir.modeling import PRECISIONS, DenseEncoder, model_precision, quantize_int8, resolve_precision
 from ance_ir.modeling.inference import native_bf16
 
 PASSAGES = list(TOY_PASSAGES.values())
@@ -23,7 +27,8 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-@pytest.mark.parametrize(("precision", "bound"), [("bf16", 0.99), ("int8", 0.9), ("auto", 0.99)])
+@pytest.mark.parametrize(("precision", "bound"), [("bf16", 0.99), ("int8", 0.9),
+                                                   ("auto", 0.99 if native_bf16("cpu") else 0.9)])
 @pytest.mark.parametrize("side", ["passages", "queries"])
 def test_modes_are_close_to_fp32_in_input_order(tiny, precision, bound, side):
     texts = PASSAGES if side == "passages" else QUERIES
@@ -68,6 +73,27 @@ def test_int8_copy_follows_weight_updates(tiny_bert_dir):
     after = model.encode_passages(PASSAGES, precision="int8")
     assert _cosines(after, model.encode_passages(PASSAGES)).min() > 0.9
     assert not np.allclose(after, before, atol=1e-3)
+
+
+def test_int8_has_one_weight_scale_per_output_channel(tiny):
+    quantised = [m for m in quantize_int8(tiny).modules() if type(m).__name__ == "Linear" and callable(m.weight)]
+    assert quantised and all(m.weight().qscheme() == torch.per_channel_affine for m in quantised)
+    scales = quantised[0].weight().q_per_channel_scales()
+    assert len(scales) == quantised[0].out_features and len(set(scales.tolist())) > 1
+
+
+def test_auto_without_native_bf16_is_int8_for_the_dense_encoder_only(tiny):
+    assert model_precision(tiny, "auto") == ("bf16" if native_bf16("cpu") else "int8")
+    assert model_precision(tiny) == "fp32"  # the library default stays exact
+    assert resolve_precision("auto", "cpu") == ("bf16" if native_bf16("cpu") else "fp32")
+
+
+def test_kernels_capped_to_avx2_count_as_no_native_bf16():
+    code = ("from ance_ir.modeling import DenseEncoder, native_bf16, resolve_precision; "
+            "print(native_bf16('cpu'), resolve_precision('auto', 'cpu', DenseEncoder.cpu_auto_precision))")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "int8"]
 
 
 def test_unknown_mode_errors_clearly(tiny):

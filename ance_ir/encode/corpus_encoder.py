@@ -218,7 +218,7 @@ def _remove_stale(output: Path, work: Path) -> None:
 
 def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder_name: str, index_type: str,
                    batch_size: int, chunk_size: int, shard: Shard | None, show_progress: bool) -> DenseIndex:
-    from ance_ir.modeling import resolve_precision
+    from ance_ir.modeling import model_precision
 
     total = _count_passages(corpus)
     positions = shard.positions(total) if shard else range(total)
@@ -226,7 +226,7 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "kind": encoder.kind, "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
-           "chunk_size": chunk_size, "precision": resolve_precision(encoder.inference_precision, encoder.device)}
+           "chunk_size": chunk_size, "precision": model_precision(encoder)}
     per = getattr(encoder, "vectors_per_passage", 1)
     if per > 1:
         job["vectors_per_passage"] = per

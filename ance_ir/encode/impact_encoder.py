@@ -26,7 +26,7 @@ from ance_ir.index.impact import (
     folder_bytes,
     vector_line,
 )
-from ance_ir.modeling.inference import resolve_precision
+from ance_ir.modeling.inference import model_precision
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         total = _count_passages(corpus)
         job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
                "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
-               "precision": resolve_precision(model.inference_precision, model.device)}
+               "precision": model_precision(model)}
         work = work_folder(output)
         _remove_stale(output, work)
         if work.is_dir():

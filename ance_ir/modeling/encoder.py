@@ -91,6 +91,8 @@ class DenseEncoder(torch.nn.Module):
 
     #: precision of ``encode_*`` when the call names none (see :mod:`ance_ir.modeling.inference`)
     inference_precision: str = "fp32"
+    #: what ``auto`` means on a CPU without native bf16 (measured within 0.005 nDCG@10 of fp32, docs/bench.md)
+    cpu_auto_precision: str = "int8"
     #: whether saving writes sentence-transformers files (one vector per text, as this class computes it)
     sentence_transformers: bool = True
 

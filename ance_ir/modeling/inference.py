@@ -4,7 +4,9 @@
 layer norms, softmax and the residual stream stay float32 (fp16 needs CUDA). ``int8``: a copy of the encoder
 whose ``Linear`` layers are dynamically quantised to int8 (CPU only; lossy, for fast ANCE refresh encodes).
 ``auto``: bf16 where the hardware computes bf16 natively (a CPU with AVX-512 BF16 or AMX, or a CUDA GPU with
-bf16 support), fp16 on older GPUs, else fp32. ``docs/bench.md`` has the speed and nDCG@10 of each mode.
+bf16 support), fp16 on older GPUs; on other CPUs the model kind's ``cpu_auto_precision``: int8 for the dense
+encoder (its fastest mode there within 0.005 nDCG@10 of fp32), fp32 for the others. ``docs/bench.md`` has the speed
+and nDCG@10 of each mode on both kinds of CPU.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ def native_bf16(device: torch.device | str) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
     if device.type == "cpu":  # private probes of torch's CPU dispatcher; absent in old releases
+        if torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):  # kernels capped below AVX-512
+            return False
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
     return False
 
 
-def resolve_precision(precision: str, device: torch.device | str) -> str:
-    """The concrete mode (fp32, bf16, fp16 or int8) that ``precision`` means on ``device``.
+def resolve_precision(precision: str, device: torch.device | str, cpu_auto: str = "fp32") -> str:
+    """The concrete mode (fp32, bf16, fp16 or int8) that ``precision`` means on ``device``; ``cpu_auto``: what
+    ``auto`` means on a CPU without native bf16.
 
     Raises ValueError for an unknown mode, fp16 off CUDA, and int8 off the CPU.
     """
@@ -49,7 +54,7 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
     if precision == "auto":
         if native_bf16(device):
             return "bf16"
-        return "fp16" if device.type == "cuda" else "fp32"
+        return "fp16" if device.type == "cuda" else cpu_auto
     if precision == "fp16" and device.type != "cuda":
         raise ValueError("precision fp16 needs a CUDA device; use bf16 (or auto) on the CPU")
     if precision == "int8" and device.type != "cpu":
@@ -57,17 +62,25 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
     return precision
 
 
+def model_precision(model: torch.nn.Module, precision: str | None = None) -> str:
+    """The concrete mode ``model`` runs at for ``precision`` (default: its ``inference_precision``)."""
+    return resolve_precision(precision or model.inference_precision, model.device,
+                             getattr(model, "cpu_auto_precision", "fp32"))
+
+
 def quantize_int8(encoder: DenseEncoder) -> DenseEncoder:
-    """A copy of ``encoder`` with every ``Linear`` dynamically quantised to int8 (per-tensor weights).
+    """A copy of ``encoder`` with every ``Linear`` dynamically quantised to int8, one weight scale per output
+    channel (as faithful as ONNX Runtime's per-channel int8 at the speed of one scale per tensor, docs/bench.md).
 
     The source encoder is left untouched; embeddings, layer norms and attention stay float32.
     """
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     source = copy.deepcopy(encoder).cpu().eval()
     with warnings.catch_warnings():  # torch.ao.quantization's notice that it is moving to torchao
         warnings.simplefilter("ignore")
-        return quantize_dynamic(source, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        return quantize_dynamic(source, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8,
+                                inplace=True)
 
 
 def _int8_copy(encoder: DenseEncoder) -> DenseEncoder:
@@ -83,7 +96,7 @@ def _int8_copy(encoder: DenseEncoder) -> DenseEncoder:
 @contextmanager
 def running(encoder: DenseEncoder, precision: str) -> Iterator[DenseEncoder]:
     """Yield the encoder to run at ``precision`` (itself, or its int8 copy), inside autocast when needed."""
-    mode = resolve_precision(precision, encoder.device)
+    mode = model_precision(encoder, precision)
     if mode == "int8":
         yield _int8_copy(encoder)
     elif mode in _AUTOCAST:
