@@ -131,8 +131,13 @@ def test_refresh_encodes_in_the_configured_precision(straight_run, toy, tmp_path
     config = toy_config(toy, tmp_path / "run", refresh_precision="int8")
     record = refresh_checkpoint(list_checkpoints(RunDir(straight_run))[-1], RefreshJob.from_config(config),
                                 RunDir(tmp_path / "run"), torch.device("cpu"), "sync")
-    assert seen == ["int8"] * 3  # passages, training queries, eval queries
+    assert seen == ["int8", "fp32", "fp32"]  # passages; training and eval queries in fp32 beside int8 passages
     assert record["negatives_version"] == 8 and "ndcg_cut_10" in record["metrics"]
+    seen.clear()
+    refresh_checkpoint(list_checkpoints(RunDir(straight_run))[-1],
+                       RefreshJob.from_config(toy_config(toy, tmp_path / "bf16", refresh_precision="bf16")),
+                       RunDir(tmp_path / "bf16"), torch.device("cpu"), "sync")
+    assert seen == ["bf16"] * 3  # queries follow any other precision
 
 
 def test_baseline_in_batch_bf16_accumulation_and_pruning(toy, tmp_path):

@@ -70,7 +70,8 @@ def model_precision(model: torch.nn.Module, precision: str | None = None) -> str
 
 def quantize_int8(encoder: DenseEncoder) -> DenseEncoder:
     """A copy of ``encoder`` with every ``Linear`` dynamically quantised to int8, one weight scale per output
-    channel (as faithful as ONNX Runtime's per-channel int8 at the speed of one scale per tensor, docs/bench.md).
+    channel (closer to fp32 than one scale per tensor, at the same speed: docs/bench.md). Activations are
+    quantised as they come, one scale per batch, so a passage's vector depends a little on its batch-mates.
 
     The source encoder is left untouched; embeddings, layer norms and attention stay float32.
     """
