@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
@@ -24,8 +25,6 @@ def _cpuinfo() -> str:
 def cpu_flags() -> str:
     """The CPU's SIMD flags that decide the encoding precisions (as ``lscpu`` lists them), and the kernels
     PyTorch runs: ``torch.backends.cpu.get_cpu_capability()``, with the settings that capped it."""
-    import os
-
     import torch
 
     match = re.search(r"^flags\s*:\s*(.+)$", _cpuinfo(), re.MULTILINE)
@@ -46,8 +45,6 @@ def device_label(device: str) -> str:
 
 def machine() -> str:
     """CPU model, cores, SIMD flags and library versions, for the header of every table."""
-    import os
-
     import faiss
     import numpy
     import torch
@@ -112,8 +109,6 @@ def versions(*packages: str) -> str:
 
 def load_average() -> tuple[float, float, float]:
     """``os.getloadavg()``: runnable processes averaged over 1, 5 and 15 minutes."""
-    import os
-
     return os.getloadavg()
 
 
@@ -146,8 +141,6 @@ def provenance(load_before: tuple[float, float, float], extra_versions: tuple[st
 
 def _env_prefix() -> str:
     """``AVX2_KERNELS=1 `` when this run capped PyTorch's kernels to AVX2 that way, so the command reproduces it."""
-    import os
-
     return "AVX2_KERNELS=1 " if os.environ.get("AVX2_KERNELS") == "1" else ""
 
 

@@ -166,7 +166,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
 
 def query_precision(encoder: Any, precision: str) -> str:
     """The precision a refresh encodes queries at: the passages', but fp32 where that is int8 (int8 queries cost
-    0.006 nDCG@10 more than fp32 queries against the same int8 passages, docs/bench.md; queries are few)."""
+    0.004-0.006 nDCG@10 more than fp32 queries against the same int8 passages, docs/bench.md; queries are few)."""
     return "fp32" if model_precision(encoder, precision) == "int8" else precision
 
 
