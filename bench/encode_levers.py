@@ -24,7 +24,7 @@ import torch
 import ance_ir  # noqa: F401
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
-from ance_ir.modeling import DenseEncoder, resolve_precision
+from ance_ir.modeling import DenseEncoder, model_precision
 from bench.common import alternating_medians, device_label, load_average, provenance, write_section
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -105,9 +105,9 @@ def with_threads(threads: int, encode: Encode) -> Encode:
 
 
 def levers(encoder: DenseEncoder, onnx: dict[str, Path] | None, threads: int, batch_size: int,
-           batch_sizes: list[int]) -> dict[str, Encode]:
-    """Label -> encode function, one per lever setting; ``onnx``: the ONNX files, or None to leave ONNX out."""
-    auto = resolve_precision("auto", "cpu", encoder.cpu_auto_precision)
+           batch_sizes: list[int], auto: str) -> dict[str, Encode]:
+    """Label -> encode function, one per lever setting; ``onnx``: the ONNX files, or None to leave ONNX out;
+    ``auto``: the mode ``auto`` means here."""
 
     def ours(precision: str, bs: int = batch_size, model: DenseEncoder = encoder) -> Encode:
         return lambda texts: model.encode_passages(texts, batch_size=bs, precision=precision)
@@ -200,11 +200,11 @@ def main() -> None:
     encoder = DenseEncoder.from_pretrained(args.model)
     reference = encoder.encode_passages(texts[:args.batch_size])
     label = device_label("cpu")
-    auto = resolve_precision("auto", "cpu", encoder.cpu_auto_precision)
+    auto = model_precision(encoder, "auto")
     with tempfile.TemporaryDirectory() as tmp:
         # ONNX Runtime picks its kernels from the CPU's flags, past any cap on PyTorch's: not an AVX2 number
         onnx = export_onnx(encoder, Path(tmp)) if label == "cpu" else None
-        tasks = levers(encoder, onnx, args.threads, args.batch_size, args.batch_sizes)
+        tasks = levers(encoder, onnx, args.threads, args.batch_size, args.batch_sizes, auto)
         agreement = {k: min_cosine(f(texts[:args.batch_size]), reference) for k, f in tasks.items()}
         seconds = alternating_medians({k: (lambda f=f: f(texts)) for k, f in tasks.items()}, args.repeats)
     rates = {k: len(texts) / s for k, s in seconds.items()}

@@ -20,7 +20,7 @@ from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, build_index
-from ance_ir.modeling import DenseEncoder, resolve_precision
+from ance_ir.modeling import DenseEncoder, model_precision
 from ance_ir.search import DenseSearcher
 from bench.common import device_label, load_average, provenance, write_section
 
@@ -68,7 +68,7 @@ def main() -> None:
         modes = ["fp32", *[m for m in modes if m != "fp32"]]
     rows, reference, seen = [], {}, set()
     for mode in modes:
-        concrete = resolve_precision(mode, args.device, DenseEncoder.cpu_auto_precision)
+        concrete = model_precision(encoder, mode)
         if concrete in seen:  # e.g. bf16 after auto (= bf16)
             continue
         seen.add(concrete)
