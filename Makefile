@@ -78,13 +78,14 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.task_throughput --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 
-# The encoding sections again with PyTorch's CPU kernels capped to AVX2 (bench/__init__.py): what a CPU without
-# AVX-512 runs; their sections (`cpu-avx2`) sit beside the native ones.
+# The encoding and refresh sections again with PyTorch's CPU kernels capped to AVX2 (bench/__init__.py): what a
+# CPU without AVX-512 runs; their sections (`cpu-avx2`) sit beside the native ones.
 bench-avx2: $(BENCH_STAMP)
 	$(BIN)/python -m ance_ir.datasets fetch rag24-mini
 	AVX2_KERNELS=1 $(BENCH) bench.encode_quality --modes fp32 auto --output docs/bench.md
 	AVX2_KERNELS=1 $(BENCH) bench.encode_levers --limit 200 --output docs/bench.md
 	AVX2_KERNELS=1 $(BENCH) bench.encode_throughput --limit 300 --cli-repeats 1 --output docs/bench.md
+	AVX2_KERNELS=1 $(BENCH) bench.refresh_cost --precisions fp32 auto --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 
 clean:
