@@ -59,8 +59,11 @@ def bootstrap_pyserini() -> None:
     os.environ.setdefault("OPENAI_API_KEY", "placeholder-not-used")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    import jnius_config
-
+    try:
+        import jnius_config
+    except ImportError:  # no Pyserini here (a GPU machine, say): the dense path runs without it
+        _done = True
+        return
     if not jnius_config.vm_running and not getattr(jnius_config.add_options, "_ance_ir", False):
         original = jnius_config.add_options
 

