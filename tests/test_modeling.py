@@ -174,6 +174,15 @@ def test_encode_passages_restores_input_order(tiny):
     assert tiny.encode_passages([]).shape == (0, 32)
 
 
+def test_encode_windows_tokenize_once_and_keep_input_order(tiny, monkeypatch):
+    texts = [SHORT, LONG, *PASSAGES, "cat"]
+    passages, queries = tiny.encode_passages(texts, batch_size=2), tiny.encode_queries(texts, batch_size=2)
+    monkeypatch.setattr("ance_ir.modeling.encoder._WINDOW", 3)  # several windows, the last one short
+    assert np.allclose(tiny.encode_passages(texts, batch_size=2), passages, atol=1e-5)
+    assert np.allclose(tiny.encode_queries(texts, batch_size=2), queries, atol=1e-5)
+    assert tiny.passage_token_lengths(texts) == [len(tiny.tokenize_passages([t])["input_ids"][0]) for t in texts]
+
+
 def test_encode_restores_training_mode(tiny):
     tiny.train()
     first = tiny.encode_queries(QUERIES)
