@@ -60,6 +60,7 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.encode_throughput --output docs/bench.md
 	$(BENCH) bench.encode_quality --output docs/bench.md
 	$(BENCH) bench.encode_levers --output docs/bench.md
+	$(BENCH) bench.encode_host --output docs/bench.md
 	$(BENCH) bench.search_speed --index indexes/rag24-mini.minilm --output docs/bench.md
 	$(BENCH) bench.ann_scaling --like indexes/rag24-mini.minilm --output docs/bench.md
 	$(BENCH) bench.train_throughput --output docs/bench.md
