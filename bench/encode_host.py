@@ -3,11 +3,10 @@
 On a GPU the model is fast enough that the host's tokenization decides the encoding speed (docs/bench.md
 section 5). Two ways of feeding length-sorted batches, timed alternately on the same passages:
 
-* two passes: count every passage's tokens (``passage_token_lengths``), sort, then tokenize each batch again
-  (``tokenize_passages``): what ``encode_passages`` did before, and what a training batch with
-  ``passage_buckets > 1`` still does;
-* one pass: tokenize the passages once, unpadded, sort, and pad each batch from those ids: what
-  ``encode_passages`` does.
+* two passes: count every passage's tokens, sort, then tokenize each batch again (``tokenize_passages``): what
+  ``encode_passages`` and a training batch with ``passage_buckets > 1`` did before;
+* one pass: tokenize the passages once, unpadded (``token_ids``), sort, and pad each batch from those ids
+  (``pad``): what both do now.
 
     flock /tmp/ance-ir-cpu.lock python -m bench.encode_host --output docs/bench.md
 """
@@ -24,20 +23,18 @@ from bench.common import alternating_medians, device_label, load_average, proven
 
 
 def two_passes(model: DenseEncoder, texts: list[str], batch_size: int) -> None:
-    lengths = model.passage_token_lengths(texts)
+    lengths = [len(ids) for ids in model.token_ids(texts, "passage")["input_ids"]]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
     for start in range(0, len(order), batch_size):
         model.tokenize_passages([texts[i] for i in order[start:start + batch_size]])
 
 
 def one_pass(model: DenseEncoder, texts: list[str], batch_size: int) -> None:
-    encoded = model._token_ids(texts, "passage")
+    encoded = model.token_ids(texts, "passage")
     ids = encoded["input_ids"]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        model.tokenizer.pad({k: [v[i] for i in rows] for k, v in encoded.items()}, padding="longest",
-                            return_tensors="pt")
+        model.pad(encoded, order[start:start + batch_size])
 
 
 def main() -> None:

@@ -180,7 +180,10 @@ def test_encode_windows_tokenize_once_and_keep_input_order(tiny, monkeypatch):
     monkeypatch.setattr("ance_ir.modeling.encoder._WINDOW", 3)  # several windows, the last one short
     assert np.allclose(tiny.encode_passages(texts, batch_size=2), passages, atol=1e-5)
     assert np.allclose(tiny.encode_queries(texts, batch_size=2), queries, atol=1e-5)
-    assert tiny.passage_token_lengths(texts) == [len(tiny.tokenize_passages([t])["input_ids"][0]) for t in texts]
+    for side, tokenize in (("query", tiny.tokenize_queries), ("passage", tiny.tokenize_passages)):
+        rows = [5, 0, 1]
+        padded, direct = tiny.pad(tiny.token_ids(texts, side), rows), tokenize([texts[i] for i in rows])
+        assert padded.keys() == direct.keys() and all(torch.equal(padded[k], direct[k]) for k in direct)
 
 
 def test_encode_restores_training_mode(tiny):

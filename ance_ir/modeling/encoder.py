@@ -246,18 +246,18 @@ class DenseEncoder(torch.nn.Module):
         """
         return self._encode(texts, "passage", batch_size, show_progress, precision)
 
-    def passage_token_lengths(self, texts: Sequence[str]) -> list[int]:
-        """Token count of each passage as :meth:`tokenize_passages` cuts it (special tokens included)."""
-        lengths = []
-        for start in range(0, len(texts), _WINDOW):
-            lengths.extend(map(len, self._token_ids(texts[start:start + _WINDOW], "passage")["input_ids"]))
-        return lengths
-
-    def _token_ids(self, texts: Sequence[str], side: str) -> BatchEncoding:
-        """``texts`` tokenized as :meth:`tokenize_queries` or :meth:`tokenize_passages` would, unpadded (lists)."""
+    def token_ids(self, texts: Sequence[str], side: str) -> BatchEncoding:
+        """``texts`` tokenized as :meth:`tokenize_queries` (``side`` query) or :meth:`tokenize_passages` would,
+        unpadded (lists): sort or split them by length, then :meth:`pad` batches from them."""
         prefix, max_length = ((self.config.query_prefix, self.config.query_max_length) if side == "query"
                               else (self.config.passage_prefix, self.config.passage_max_length))
         return self.tokenizer([prefix + t for t in texts], truncation=True, max_length=max_length)
+
+    def pad(self, encoded: BatchEncoding, rows: Sequence[int]) -> BatchEncoding:
+        """Rows ``rows`` of :meth:`token_ids`'s output as one batch of tensors, padded to its longest: the same
+        as tokenizing their texts together."""
+        return self.tokenizer.pad({k: [v[i] for i in rows] for k, v in encoded.items()}, padding="longest",
+                                  return_tensors="pt")
 
     @torch.inference_mode()
     def _encode(self, texts: Sequence[str], side: str, batch_size: int, show_progress: bool,
@@ -282,16 +282,14 @@ class DenseEncoder(torch.nn.Module):
             with running(self, precision or self.inference_precision) as model:
                 embed = model.embed_queries if side == "query" else model.embed_passages
                 for start in windows:
-                    encoded = self._token_ids(texts[start:start + _WINDOW], side)
+                    encoded = self.token_ids(texts[start:start + _WINDOW], side)
                     ids = encoded["input_ids"]
                     order = (list(range(len(ids))) if side == "query"
                              else sorted(range(len(ids)), key=lambda i: -len(ids[i])))
                     vectors = []
                     for first in range(0, len(order), batch_size):
                         rows = order[first:first + batch_size]
-                        batch = self.tokenizer.pad({k: [v[i] for i in rows] for k, v in encoded.items()},
-                                                   padding="longest", return_tensors="pt")
-                        vectors.append(embed(batch))
+                        vectors.append(embed(self.pad(encoded, rows)))
                         bar.update()
                     out[[start + i for i in order]] = torch.cat(vectors).float().cpu().numpy()
         finally:

@@ -63,10 +63,11 @@ class Collator:
         texts = [self.texts[d] for g in groups for d in g.docids]
         if self.passage_buckets == 1:
             return Batch(queries, (self.encoder.tokenize_passages(texts),), None, sizes.pop())
-        lengths = self.encoder.passage_token_lengths(texts)
-        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        encoded = self.encoder.token_ids(texts, "passage")  # tokenized once, padded per sub-batch
+        ids = encoded["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         buckets = [b.tolist() for b in np.array_split(order, min(self.passage_buckets, len(order)))]
-        passages = tuple(self.encoder.tokenize_passages([texts[i] for i in b]) for b in buckets)
+        passages = tuple(self.encoder.pad(encoded, b) for b in buckets)
         restore = torch.empty(len(order), dtype=torch.long)
         restore[order] = torch.arange(len(order))
         return Batch(queries, passages, restore, sizes.pop())
