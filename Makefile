@@ -96,6 +96,8 @@ bench-gpu: $(BENCH_STAMP)
 	$(BENCH) bench.encode_throughput --device cuda --output docs/bench.md
 	$(BENCH) bench.encode_quality --device cuda --output docs/bench.md
 	$(BENCH) bench.train_throughput --device cuda --precisions fp32 bf16 --repeats 1 --output docs/bench.md
+	$(BENCH) bench.train_profile --device cuda --output docs/bench.md
+	$(BENCH) bench.train_profile --device cuda --precision bf16 --output docs/bench.md
 	$(BENCH) bench.refresh_cost --device cuda --precisions fp32 auto fp16 --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 

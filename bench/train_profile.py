@@ -5,9 +5,12 @@ Forward + backward of the same (query, positive, negative) batches several ways:
 padded to its own longest); sentence-transformers' MNRL, which runs the positive and the negative columns as two
 batches of ``B``. Then one optimizer step of PyTorch's default (foreach) AdamW against the fused
 one that ance-ir's ``build_optimizer`` and the Hugging Face Trainer (so sentence-transformers) use, and
-ance-ir's per-layer-group gradient norms. Medians of alternating runs.
+ance-ir's per-layer-group gradient norms. Medians of alternating runs. ``--precision bf16`` runs the forward
+passes under autocast as ``ance_ir.train --precision bf16`` does; on a GPU every timed piece ends with a
+synchronisation, so that its kernels are counted.
 
     flock /tmp/ance-ir-cpu.lock python -m bench.train_profile --output docs/bench.md
+    python -m bench.train_profile --device cuda --precision bf16 --output docs/bench.md    # on a GPU machine
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from ance_ir.train.dataset import TrainData
 from ance_ir.train.loss import build_loss, dense_group_scores
 from ance_ir.train.modeling import DualEncoderModule, grad_norm, layer_groups
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
-from ance_ir.train.optim import build_optimizer
-from bench.common import alternating_medians, load_average, provenance, write_section
+from ance_ir.train.optim import Precision, build_optimizer
+from bench.common import alternating_medians, device_label, load_average, provenance, write_section
 
 IN_BATCH_NLL = build_loss("nll", temperature=0.05)
 
@@ -44,10 +47,11 @@ def batches(args: argparse.Namespace, count: int) -> tuple[TrainData, list[list[
     return data, [draws.draw(args.batch_size) for _ in range(count)]
 
 
-def ours(module: DualEncoderModule, collator: Collator, groups: list[Group]) -> None:
+def ours(module: DualEncoderModule, collator: Collator, groups: list[Group], precision: Precision) -> None:
     """ance-ir's forward + backward: the trainer's in-batch NLL (scale 20), passages as the collator batches them."""
     batch = collator(groups)
-    q, p = module(dict(batch.queries), [dict(b) for b in batch.passages], batch.restore)
+    with precision.autocast():
+        q, p = module(dict(batch.queries), [dict(b) for b in batch.passages], batch.restore)
     IN_BATCH_NLL(dense_group_scores(q, p, batch.group_size, True)).backward()
 
 
@@ -56,11 +60,13 @@ def st_columns(data: TrainData, groups: list[Group]) -> list[list[str]]:
     return [[data.texts[g.positive] for g in groups], [data.texts[g.negatives[0]] for g in groups]]
 
 
-def sentence_transformers(encoder: DenseEncoder, data: TrainData, groups: list[Group]) -> None:
+def sentence_transformers(encoder: DenseEncoder, data: TrainData, groups: list[Group], precision: Precision) -> None:
     """MNRL's way: the query, positive and negative columns as three batches."""
-    q = encoder.embed_queries(encoder.tokenize_queries([data.queries[g.qid] for g in groups]))
-    p = torch.cat([encoder.embed_passages(encoder.tokenize_passages(column)) for column in st_columns(data, groups)])
-    F.cross_entropy(q @ p.T * 20, torch.arange(len(groups))).backward()
+    with precision.autocast():
+        q = encoder.embed_queries(encoder.tokenize_queries([data.queries[g.qid] for g in groups]))
+        p = torch.cat([encoder.embed_passages(encoder.tokenize_passages(column))
+                       for column in st_columns(data, groups)])
+    F.cross_entropy(q.float() @ p.float().T * 20, torch.arange(len(groups), device=q.device)).backward()
 
 
 def padding_share(masks: list[torch.Tensor]) -> float:
@@ -83,22 +89,31 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, nargs="+", default=[1, 2, 4, 8], help="passage_buckets to time")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--output", help="Markdown file to update")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     load_before = load_average()
-    encoder = DenseEncoder.from_pretrained(args.model).train()
+    device = torch.device(args.device)
+    precision = Precision(args.precision, device)
+    encoder = DenseEncoder.from_pretrained(args.model).to(device).train()
     module = DualEncoderModule(encoder)
     data, groups = batches(args, args.repeats + 1)
     collators = {k: Collator(encoder, data.queries, data.texts, k) for k in args.buckets}
     state = {"i": 0}
 
     def step(run: Callable[[list[Group]], None]) -> Callable[[], None]:
+        return finished(lambda: (run(groups[state["i"] % len(groups)]), encoder.zero_grad(set_to_none=False)))
+
+    def finished(run: Callable[[], object]) -> Callable[[], None]:
+        """``run``, then wait for the GPU's queued kernels (no-op on the CPU)."""
         def timed() -> None:
-            run(groups[state["i"] % len(groups)])
-            encoder.zero_grad(set_to_none=False)
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
         return timed
 
     def next_batch() -> None:
@@ -108,15 +123,15 @@ def main() -> None:
     for k, collator in collators.items():
         name = names[k] = (f"forward + backward, ance-ir, `passage_buckets` {k}: the {2 * args.batch_size} "
                            "passages " + ("as one padded batch" if k == 1 else f"length-sorted into {k} batches"))
-        passes[name] = step(lambda g, c=collator: ours(module, c, g))
+        passes[name] = step(lambda g, c=collator: ours(module, c, g, precision))
         pads[name] = padding_share([b["attention_mask"] for g in groups for b in collator(g).passages])
     st = f"forward + backward, sentence-transformers: positives and negatives as two batches of {args.batch_size}"
-    passes[st] = step(lambda g: sentence_transformers(encoder, data, g))
+    passes[st] = step(lambda g: sentence_transformers(encoder, data, g, precision))
     pads[st] = padding_share(st_masks(encoder, data, groups))
     passes["next batch"] = next_batch
-    step(lambda g: ours(module, collators[args.buckets[0]], g))()  # warm-up
+    step(lambda g: ours(module, collators[args.buckets[0]], g, precision))()  # warm-up
     fb = alternating_medians(passes, args.repeats)
-    sentence_transformers(encoder, data, groups[0])  # gradients for the optimizer steps below
+    sentence_transformers(encoder, data, groups[0], precision)  # gradients for the optimizer steps below
     params = [p for p in module.parameters() if p.requires_grad]
     default = torch.optim.AdamW([{"params": [p for p in params if p.ndim > 1], "weight_decay": 0.01},
                                  {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}], lr=2e-5)
@@ -125,11 +140,12 @@ def main() -> None:
     with torch.no_grad():
         snapshot = [p.detach().clone() for p in params]
     other = alternating_medians({
-        "AdamW step, PyTorch's default (foreach) implementation": default.step,
-        "AdamW step, fused (ance-ir's `build_optimizer`; the Hugging Face Trainer's `adamw_torch_fused`)": fused.step,
-        "gradient norms of the 3 layer groups (ance-ir logs them every step)": lambda: [grad_norm(g)
-                                                                                        for g in layers.values()],
-        "clip_grad_norm_ (both)": lambda: torch.nn.utils.clip_grad_norm_(params, 1.0),
+        "AdamW step, PyTorch's default (foreach) implementation": finished(default.step),
+        "AdamW step, fused (ance-ir's `build_optimizer`; the Hugging Face Trainer's `adamw_torch_fused`)":
+            finished(fused.step),
+        "gradient norms of the 3 layer groups (ance-ir logs them every step)":
+            finished(lambda: [grad_norm(g) for g in layers.values()]),
+        "clip_grad_norm_ (both)": finished(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0)),
     }, args.repeats)
     with torch.no_grad():
         for p, saved in zip(params, snapshot, strict=True):
@@ -140,7 +156,8 @@ def main() -> None:
     lines += [f"| {k} | {v:.4f} | {f'{pads[k]:.1%}' if k in pads else ''} |" for k, v in rows.items()]
     best = min(args.buckets, key=lambda k: fb[names[k]])
     foreach, fused_s = list(other.values())[:2]
-    body = (f"### Where a training step goes, cpu: `{args.model}`, batch {args.batch_size} queries + "
+    label = device_label(args.device) + ("" if args.precision == "fp32" else f", {args.precision}")
+    body = (f"### Where a training step goes, {label}: `{args.model}`, batch {args.batch_size} queries + "
             f"{2 * args.batch_size} passages\n\n"
             f"Medians of {args.repeats} alternating runs over {args.repeats} batches, {args.threads} threads.\n\n"
             + "\n".join(lines) + "\n\n"
@@ -150,7 +167,7 @@ def main() -> None:
             f"{foreach - fused_s:.3f} s per step against PyTorch's default.\n\n" + provenance(load_before))
     print(body)
     if args.output:
-        write_section(args.output, "train-profile cpu", body)
+        write_section(args.output, f"train-profile {label.replace(', ', ' ')}", body)
 
 
 if __name__ == "__main__":
