@@ -106,7 +106,10 @@ def main() -> None:
     state = {"i": 0}
 
     def step(run: Callable[[list[Group]], None]) -> Callable[[], None]:
-        return finished(lambda: (run(groups[state["i"] % len(groups)]), encoder.zero_grad(set_to_none=False)))
+        def one() -> None:
+            run(groups[state["i"] % len(groups)])
+            encoder.zero_grad(set_to_none=False)
+        return finished(one)
 
     def finished(run: Callable[[], object]) -> Callable[[], None]:
         """``run``, then wait for the GPU's queued kernels (no-op on the CPU)."""
