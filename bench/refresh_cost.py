@@ -38,7 +38,7 @@ def train_command(args: argparse.Namespace, output: Path) -> list[str]:
             "--refresh-precision", RUN_PRECISION, "--refresh-every", str(args.refresh_every),
             "--max-steps", str(2 * args.refresh_every),
             "--log-every", str(args.log_every), "--threads", str(args.threads), "--device", args.device,
-            "--no-progress"]
+            "--no-progress", "--reencode-share", "1"]  # every refresh in full: the cost measured
 
 
 def training_seconds_per_step(log: Path) -> tuple[float, int]:

@@ -63,8 +63,8 @@ def main() -> None:
                         "--init-from", "none", "--model", args.model, "--output", str(run.root), "--refresh-mode",
                         "sync", "--refresh-every", str(half), "--max-steps", str(args.steps), "--no-progress",
                         "--refresh-precision", args.precision, "--set", "refresh.eval_topics=null", "--set",
-                        "refresh.final=false", *FLAGS.get(args.model, ())], cwd=ROOT, check=True,
-                       capture_output=True)
+                        "refresh.final=false", "--reencode-share", "1", *FLAGS.get(args.model, ())], cwd=ROOT,
+                       check=True, capture_output=True)
         job = dataclasses.replace(RefreshJob.from_config(TrainConfig.load(run.config)), eval_topics=None,
                                   reencode_share=0.5)
         device = torch.device("cpu")

@@ -30,7 +30,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.rag24_table1 import FAMILIES, ROOT, py, sh
+from experiments.rag24_table1 import FAMILIES, FULL_REFRESH, ROOT, py, sh
 
 WORK = ROOT / "train-runs" / "documents"
 RUNS = ROOT / "runs" / "rag24" / "documents"
@@ -56,7 +56,7 @@ MODELS = {
 TRAINED = {  # row -> (negatives flags, steps, warm start from BM25 Neg's half-way checkpoint)
     "bm25": (("--negatives", "bm25", "--refresh-every", "0"), 600, False),
     "ance": (("--negatives", "ance", "--refresh-mode", "async", "--refresh-every", "100", "--threads", "1",
-              "--inferencer-threads", "1"), 300, True),
+              "--inferencer-threads", "1", *FULL_REFRESH), 300, True),
 }
 
 

@@ -412,6 +412,18 @@ def test_a_partial_refresh_keeps_the_other_passages_vectors(toy, tmp_path):
         np.testing.assert_allclose(vectors[rows], model.encode_passages([texts[i] for i in rows]), atol=1e-5)
 
 
+def test_a_refresh_that_only_evaluates_encodes_the_whole_corpus(toy, tmp_path):
+    from ance_ir.train.store import VectorStore
+
+    output = tmp_path / "run"
+    config = toy_config(toy, output, max_steps=6, refresh_every=3, negatives="random")
+    assert config.refresh.reencode_share < 1  # the default: partial, but only where negatives are mined
+    train(config)
+    records = RefreshRecords(RunDir(output).refresh).read_all()
+    assert [r["step"] for r in records] == [0, 3, 6] and all(r["reencoded"] == 1.0 for r in records)
+    assert VectorStore(RunDir(output).refresh).steps() == []
+
+
 def test_a_redone_refresh_reads_the_vectors_of_the_refresh_before_it(tmp_path):
     from ance_ir.train.store import VectorStore
 

@@ -64,8 +64,8 @@ class RefreshJob:
     denoise_with: str | None = None
     denoise_above: float | None = None
     keep_index: bool = False
-    reencode_share: float = 1.0
-    priority_depth: int = 20
+    reencode_share: float = 0.2
+    priority_depth: int = 5
     progress: bool = False
 
     @classmethod
@@ -189,10 +189,11 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
     With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
     the corpus is re-encoded (:func:`reencode_rows`): the top ``job.priority_depth`` passages of the training
     queries' latest negatives published before this step (judged passages are never mined, so they need no fresh
-    vector), then the passages encoded longest ago; the others keep their earlier vectors. The record gives the
-    share re-encoded and the vectors' age in steps."""
+    vector), then the passages encoded longest ago; the others keep their earlier vectors. A job that does not
+    mine (it only evaluates) encodes all. The record gives the share re-encoded and the vectors' age in steps."""
+    partial = job.mine and job.reencode_share < 1
     store = VectorStore(run.refresh)
-    kept = store.load(len(job.docids), before=step) if job.reencode_share < 1 else None
+    kept = store.load(len(job.docids), before=step) if partial else None
     if kept is None:
         vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision,
                                           show_progress=show_progress)
@@ -209,7 +210,7 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
         vectors[rows] = encoder.encode_passages([job.passages[i] for i in rows], batch_size=job.batch_size,
                                                 precision=job.precision, show_progress=show_progress)
         steps[rows] = step
-    if job.reencode_share < 1:
+    if partial:
         store.save(step, vectors, steps)
     age = step - steps
     return vectors, {"reencoded": round(len(rows) / len(job.docids), 4), "vector_age_mean": round(float(age.mean()), 1),
