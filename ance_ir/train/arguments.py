@@ -304,6 +304,7 @@ def build_parser() -> ArgumentParser:
             help_text = f"{qualified}: {f.metadata['help']}"
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             help_text += " (required)" if default == "" else f" (default: {default})"
+            help_text = help_text.replace("%", "%%")  # plain text, not an argparse template
             flag = "--" + legacy.replace("_", "-")
             if base is bool:
                 group.add_argument(flag, dest=legacy, action=argparse.BooleanOptionalAction, help=help_text)

@@ -199,8 +199,8 @@ class RefreshSection(Section):
                                       "Below 1: the training queries' top priority_depth latest negatives, then "
                                       "the passages encoded longest ago; the rest keep their vectors (the first "
                                       "refresh, and refreshes that only evaluate, encode all). 0.2 costs 0.2 of a "
-                                      "full refresh, its top-200 negatives overlap a full one's by 97% "
-                                      "(docs/bench.md)", "reencode_share")
+                                      "full refresh and its top-200 negatives overlap a full one's by 0.97 "
+                                      "(MiniLM, docs/bench.md)", "reencode_share")
     priority_depth: int = _opt(5, "partial refresh: each training query's top N latest negatives are always "
                                   "re-encoded", "priority_depth")
     final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
