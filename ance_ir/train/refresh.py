@@ -46,7 +46,8 @@ def refresh_needed(config: TrainConfig) -> bool:
 
 @dataclass
 class RefreshJob:
-    """What every refresh of a run does: the corpus, the queries to mine for, the topics to evaluate."""
+    """What every refresh of a run does: the corpus, the queries to mine for, the topics to evaluate. Built by
+    :meth:`from_config`; the settings' defaults live in ``RefreshSection``, not here."""
 
     docids: list[str]
     passages: list[str]
@@ -61,12 +62,12 @@ class RefreshJob:
     precision: str
     index_type: str
     eval_hits: int
-    denoise_with: str | None = None
-    denoise_above: float | None = None
-    keep_index: bool = False
-    reencode_share: float = 0.2
-    priority_depth: int = 5
-    progress: bool = False
+    denoise_with: str | None
+    denoise_above: float | None
+    keep_index: bool
+    reencode_share: float
+    priority_depth: int
+    progress: bool
 
     @classmethod
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
