@@ -260,6 +260,21 @@ def ordering(family: str, seeds: list[int]) -> str:
     return "\n".join(lines) + f"\n\nThe ordering {verdict} (nDCG@10, mean over the seeds)."
 
 
+def joint_against_parts(family: str, seeds: list[int]) -> list[str]:
+    """Seed 003's comparison: ICT + BFS + WLP jointly against each of its tasks alone, under every recipe (each
+    row paired with the joint start's runs of the same recipe)."""
+    joint = next(s for s in STARTS if s.joint)
+    parts = [s for s in STARTS if s.name in joint.joint]
+    lines: list[str] = []
+    for recipe, label in RECIPES.items():
+        baseline = [run_file(family, joint.name, recipe, seed) for seed in seeds]
+        rows = [(f"{joint.label}, {label}", baseline),
+                *[(f"{s.label}, {label}", [run_file(family, s.name, recipe, seed) for seed in seeds]) for s in parts]]
+        table = comparison_table(rows, "the joint start", baseline)
+        lines += table if not lines else table[2:]
+    return lines
+
+
 def report(family: str, seeds: list[int], output: str) -> None:
     """The retrieval tables (one per recipe, each against no pretraining) and the Baidu ordering."""
     text = " ".join(map(str, seeds))
@@ -271,6 +286,8 @@ def report(family: str, seeds: list[int], output: str) -> None:
         rows = [("no pretraining (Table 1)", baseline),
                 *[(s.label, [run_file(family, s.name, recipe, seed) for seed in seeds]) for s in STARTS]]
         body += [f"#### {family}: {label}", "", *comparison_table(rows, "no pretraining", baseline), ""]
+    body += [f"#### {family}: ICT + BFS + WLP jointly against each task alone (seed 003)", "",
+             *joint_against_parts(family, seeds), ""]
     body += [f"#### {family}: the survey's Baidu ordering", "", ordering(family, seeds), "",
              "Paired two-sided t-tests over the 101 test topics of per-topic nDCG@10 (mean over seeds); rows "
              "whose runs of every seed do not exist yet are left out.", "", "```bash",
