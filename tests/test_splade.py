@@ -126,7 +126,7 @@ def test_bad_vector_collection_lines(tmp_path, line, message):
 
 def test_encode_resumes_from_finished_chunks(model, index, toy_bert, tmp_path):
     """A run that stopped after its first chunk is finished from there, with the same collection."""
-    from ance_ir.encode.corpus_encoder import work_folder
+    from ance_ir.data.resume import work_folder
     from ance_ir.encode.impact_encoder import encode_impacts
 
     root = write_toy_collection(tmp_path)

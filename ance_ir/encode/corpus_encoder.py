@@ -12,10 +12,9 @@ each process encodes ``Shard(rank, world_size)`` (see :mod:`ance_ir.encode.distr
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -24,22 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from ance_ir.data import (
-    InputError,
-    Passage,
-    atomic_write,
-    iter_corpus,
-    output_lock,
-    remove_stale_temporaries,
-    sha256_file,
-)
+from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
+from ance_ir.data.resume import check_job, in_chunks, record_job, remove_stale, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
     from ance_ir.modeling import DenseEncoder
-
-JOB_FILE = "job.json"
-
 
 @dataclass(frozen=True)
 class Shard:
@@ -68,13 +57,7 @@ class Shard:
         return range(self.index * total // self.count, (self.index + 1) * total // self.count)
 
 
-def work_folder(output: str | Path) -> Path:
-    """Where the finished chunks of a run writing ``output`` are kept: ``OUTPUT.partial``."""
-    output = Path(output)
-    return output.with_name(output.name + ".partial")
-
-
-def _count_passages(corpus: Path) -> int:
+def count_passages(corpus: Path) -> int:
     """Read the whole corpus once, so any bad line is reported before encoding starts."""
     n = 0
     for passage in iter_corpus(corpus):
@@ -86,27 +69,9 @@ def _count_passages(corpus: Path) -> int:
     return n
 
 
-def _chunks(passages: Iterable[Passage], size: int) -> Iterator[list[Passage]]:
-    passages = iter(passages)
-    while chunk := list(islice(passages, size)):
-        yield chunk
-
-
 def _chunk_paths(work: Path, number: int) -> tuple[Path, Path]:
     stem = work / f"chunk-{number:05d}"
     return stem.with_suffix(".npy"), stem.with_suffix(".docid")
-
-
-def _check_job(work: Path, job: dict[str, Any]) -> None:
-    path = work / JOB_FILE
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
-    for key, value in job.items():
-        if key != "corpus" and recorded.get(key) != value:
-            raise InputError(work, f"holds an unfinished job with a different {key} ({recorded.get(key)!r}, "
-                                   f"now {value!r}); delete it or choose another --output")
 
 
 def _lengths_path(work: Path, number: int) -> Path:
@@ -138,9 +103,7 @@ def _finished_chunk(work: Path, number: int, docids: list[str], dim: int, per: i
 def _save_chunk(work: Path, job: dict[str, Any], number: int, vectors: np.ndarray, docids: list[str],
                 lengths: np.ndarray | None = None) -> None:
     """Write a chunk: ids first, then the token counts (if any), the vectors last (what marks it finished)."""
-    if not (work / JOB_FILE).is_file():
-        with atomic_write(work / JOB_FILE) as f:
-            f.write(json.dumps(job, indent=2) + "\n")
+    record_job(work, job)
     vectors_path, docid_path = _chunk_paths(work, number)
     with atomic_write(docid_path) as f:
         f.writelines(f"{d}\n" for d in docids)
@@ -161,13 +124,13 @@ def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any
     Returns the docids and the chunks' vector files, in corpus order.
     """
     if work.is_dir():
-        _check_job(work, job)
+        check_job(work, job)
     docids: list[str] = []
     parts: list[Path] = []
     resumed = 0
     passages = islice(iter_corpus(corpus), positions.start, positions.stop)
     with tqdm(total=len(positions), unit="passage", desc=desc, disable=not show_progress, file=sys.stderr) as bar:
-        for number, chunk in enumerate(_chunks(passages, chunk_size)):
+        for number, chunk in enumerate(in_chunks(passages, chunk_size)):
             chunk_ids = [p.docid for p in chunk]
             if _finished_chunk(work, number, chunk_ids, dim, per, tokens):
                 resumed += len(chunk)
@@ -205,22 +168,11 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
                               batch_size=batch_size, chunk_size=chunk_size, shard=shard, show_progress=show_progress)
 
 
-def _remove_stale(output: Path, work: Path) -> None:
-    """Remove the temporaries a killed run left beside ``output`` and among the finished chunks in ``work``."""
-    stale = remove_stale_temporaries(output)
-    if work.is_dir():
-        for p in work.glob(".*.tmp"):
-            p.unlink(missing_ok=True)
-            stale.append(p)
-    if stale:
-        print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
-
-
 def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder_name: str, index_type: str,
                    batch_size: int, chunk_size: int, shard: Shard | None, show_progress: bool) -> DenseIndex:
     from ance_ir.modeling import model_precision
 
-    total = _count_passages(corpus)
+    total = count_passages(corpus)
     positions = shard.positions(total) if shard else range(total)
     if not positions:
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
@@ -231,7 +183,7 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
     if per > 1:
         job["vectors_per_passage"] = per
     work = work_folder(output)
-    _remove_stale(output, work)
+    remove_stale([output], work)
     docids, parts = encode_chunks(corpus, positions, work, job, chunk_size, encoder.dim,
                                   lambda texts: (encoder.encode_passages(texts, batch_size=batch_size,
                                                                          show_progress=show_progress)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.encode.corpus_encoder import JOB_FILE, _check_job, _chunks, _count_passages, _remove_stale, work_folder
+from ance_ir.data.resume import check_job, in_chunks, record_job, remove_stale, work_folder
+from ance_ir.encode.corpus_encoder import count_passages
 from ance_ir.index.impact import (
     COLLECTION,
     LUCENE,
@@ -46,27 +47,25 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
     with output_lock(output):
-        total = _count_passages(corpus)
+        total = count_passages(corpus)
         job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
                "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
                "precision": model_precision(model)}
         work = work_folder(output)
-        _remove_stale(output, work)
+        remove_stale([output], work)
         if work.is_dir():
-            _check_job(work, job)
+            check_job(work, job)
         parts = work / COLLECTION
         resumed = postings = 0
         with tqdm(total=total, unit="passage", desc=f"encode {output.name}", disable=not show_progress,
                   file=sys.stderr) as bar:
-            for number, chunk in enumerate(_chunks(iter_corpus(corpus), chunk_size)):
+            for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
                 part = parts / f"part-{number:05d}.jsonl"
                 if part.is_file():
                     resumed += _check_part(part, [p.docid for p in chunk], work)
                 else:
                     weights = model.encode_passages([p.text for p in chunk], batch_size=batch_size)
-                    if not (work / JOB_FILE).is_file():
-                        with atomic_write(work / JOB_FILE) as f:
-                            f.write(json.dumps(job, indent=2) + "\n")
+                    record_job(work, job)
                     with atomic_write(part) as f:
                         f.writelines(vector_line(p.docid, p.text, quantize(w, scale))
                                      for p, w in zip(chunk, weights, strict=True))

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ance_ir.data import sha256_file
-from ance_ir.encode.corpus_encoder import _count_passages, encode_chunks, work_folder
+from ance_ir.data.resume import work_folder
+from ance_ir.encode.corpus_encoder import count_passages, encode_chunks
 from ance_ir.index.token_index import (
     TokenIndex,
     assign_centroids,
@@ -38,7 +39,7 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
     corpus, output = Path(corpus), Path(output)
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
-    total = _count_passages(corpus)
+    total = count_passages(corpus)
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "kind": model.kind, "encoder_config": model.settings, "shard": None, "chunk_size": chunk_size}
 

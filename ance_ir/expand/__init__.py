@@ -24,16 +24,15 @@ import json
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock, remove_stale_temporaries
+from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock
+from ance_ir.data.resume import check_job, in_chunks, record_job, remove_stale, work_folder
 
 QUERIES_SUFFIX = ".queries.jsonl"
-JOB_FILE = "job.json"
 
 #: ``generate(passages)`` -> the queries of each passage, in order
 Generate = Callable[[Sequence[Passage]], list[list[str]]]
@@ -43,12 +42,6 @@ def queries_path(output: str | Path) -> Path:
     """The generated-queries file written beside the expanded corpus ``output``: ``OUTPUT.queries.jsonl``."""
     output = Path(output)
     return output.with_name(output.name + QUERIES_SUFFIX)
-
-
-def work_folder(output: str | Path) -> Path:
-    """Where the finished chunks of a run writing ``output`` are kept: ``OUTPUT.partial``."""
-    output = Path(output)
-    return output.with_name(output.name + ".partial")
 
 
 def expanded_text(text: str, queries: Sequence[str]) -> str:
@@ -80,25 +73,8 @@ def mapping_digest(queries: Mapping[str, Sequence[str]]) -> str:
     return hashlib.sha256(json.dumps(sorted(queries.items()), ensure_ascii=False).encode()).hexdigest()
 
 
-def _chunks(passages: Iterator[Passage], size: int) -> Iterator[list[Passage]]:
-    while chunk := list(islice(passages, size)):
-        yield chunk
-
-
 def _chunk_path(work: Path, number: int) -> Path:
     return work / f"chunk-{number:05d}.jsonl"
-
-
-def _check_job(work: Path, job: dict[str, Any]) -> None:
-    path = work / JOB_FILE
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
-    for key, value in job.items():
-        if key != "corpus" and recorded.get(key) != value:
-            raise InputError(work, f"holds an unfinished expansion with a different {key} ({recorded.get(key)!r}, "
-                                   f"now {value!r}); delete it or choose another --output")
 
 
 def _finished_chunk(work: Path, number: int, docids: list[str]) -> bool:
@@ -113,16 +89,6 @@ def _finished_chunk(work: Path, number: int, docids: list[str]) -> bool:
     if found != docids:
         raise InputError(path, f"does not list the corpus passages of this chunk; delete {work}")
     return True
-
-
-def _remove_stale(output: Path, work: Path) -> None:
-    stale = remove_stale_temporaries(output) + remove_stale_temporaries(queries_path(output))
-    if work.is_dir():
-        for p in work.glob(".*.tmp"):
-            p.unlink(missing_ok=True)
-            stale.append(p)
-    if stale:
-        print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
 
 
 def check_outputs(output: str | Path, overwrite: bool) -> None:
@@ -153,16 +119,16 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
     with output_lock(output):
         work = work_folder(output)
         check_outputs(output, overwrite)
-        _remove_stale(output, work)
+        remove_stale([output, queries_path(output)], work)
         total = sum(1 for _ in iter_corpus(corpus))  # every bad line is reported before any work
         job = {**job, "chunk_size": chunk_size}
         if work.is_dir():
-            _check_job(work, job)
+            check_job(work, job, "expansion")
         written = resumed = 0
         chunks: list[Path] = []
         with tqdm(total=total, unit="passage", desc=f"expand {output.name}", disable=not show_progress,
                   file=sys.stderr) as bar:
-            for number, chunk in enumerate(_chunks(iter(iter_corpus(corpus)), chunk_size)):
+            for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
                 docids = [p.docid for p in chunk]
                 if _finished_chunk(work, number, docids):
                     resumed += len(chunk)
@@ -174,10 +140,7 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
                     queries = generate(chunk)
                     if len(queries) != len(chunk):
                         raise RuntimeError(f"{len(queries)} query lists for {len(chunk)} passages")
-                    work.mkdir(parents=True, exist_ok=True)
-                    if not (work / JOB_FILE).is_file():
-                        with atomic_write(work / JOB_FILE) as f:
-                            f.write(json.dumps(job, indent=2) + "\n")
+                    record_job(work, job)
                     with atomic_write(_chunk_path(work, number)) as f:
                         f.writelines(queries_line(d, q) for d, q in zip(docids, queries, strict=True))
                     written += 1

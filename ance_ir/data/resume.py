@@ -1,0 +1,67 @@
+"""Resumable chunked jobs (encode, impact encode, doc2query expansion).
+
+A job writing ``OUTPUT`` keeps each finished chunk in a work folder beside it, ``OUTPUT.partial``, with
+``job.json``: the settings that decide the output. A rerun reuses the finished chunks only when its settings are
+the same (the corpus path may change, its hash may not); the work folder goes once the output is written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ance_ir.data.atomic import atomic_write, remove_stale_temporaries
+from ance_ir.data.errors import InputError
+
+JOB_FILE = "job.json"
+T = TypeVar("T")
+
+
+def work_folder(output: str | Path) -> Path:
+    """Where the finished chunks of a run writing ``output`` are kept: ``OUTPUT.partial``."""
+    output = Path(output)
+    return output.with_name(output.name + ".partial")
+
+
+def in_chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last one shorter)."""
+    items = iter(items)
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+def record_job(work: Path, job: dict[str, Any]) -> None:
+    """Write ``job.json`` into ``work`` (created if needed) unless it is there already."""
+    path = work / JOB_FILE
+    if not path.is_file():
+        with atomic_write(path) as f:
+            f.write(json.dumps(job, indent=2) + "\n")
+
+
+def check_job(work: Path, job: dict[str, Any], what: str = "job") -> None:
+    """Refuse to resume the unfinished ``what`` in ``work`` when a setting of ``job`` other than the corpus path
+    differs from its record."""
+    path = work / JOB_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
+    for key, value in job.items():
+        if key != "corpus" and recorded.get(key) != value:
+            raise InputError(work, f"holds an unfinished {what} with a different {key} ({recorded.get(key)!r}, "
+                                   f"now {value!r}); delete it or choose another --output")
+
+
+def remove_stale(outputs: Sequence[Path], work: Path) -> None:
+    """Remove the temporaries a killed run left beside ``outputs`` and among the finished chunks in ``work``."""
+    stale = [p for output in outputs for p in remove_stale_temporaries(output)]
+    if work.is_dir():
+        for p in work.glob(".*.tmp"):
+            p.unlink(missing_ok=True)
+            stale.append(p)
+    if stale:
+        print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
