@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
-from ance_ir.data.lines import check_id, iter_lines, split_columns
+from ance_ir.data.lines import check_id, iter_lines, json_object, split_columns
 
 
 class Passage(NamedTuple):
@@ -48,16 +48,6 @@ TEVATRON = JsonFields("Tevatron", "docid", "text")
 
 def is_tsv(path: str | Path) -> bool:
     return Path(path).name.removesuffix(".gz").endswith(".tsv")
-
-
-def _json_object(path: Path, lineno: int, line: str) -> dict:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-    if not isinstance(obj, dict):
-        raise InputError(path, "expected a JSON object", lineno)
-    return obj
 
 
 def corpus_fields(obj: dict) -> JsonFields:
@@ -99,7 +89,7 @@ def iter_corpus(path: str | Path) -> Iterator[Passage]:
             docid, contents = split_columns(path, lineno, line, "\t", (2,))
             passage = Passage(check_id(path, lineno, "id", docid), contents)
         else:
-            obj = _json_object(path, lineno, line)
+            obj = json_object(path, lineno, line)
             first = fields is None
             if fields is None:
                 fields = corpus_fields(obj)

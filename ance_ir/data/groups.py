@@ -18,7 +18,7 @@ from typing import Any
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
-from ance_ir.data.lines import iter_lines
+from ance_ir.data.lines import iter_lines, json_object
 
 PASSAGE_KEYS = ("docid", "title", "text", "score")
 
@@ -82,12 +82,7 @@ def _parse_passage(path: Path, lineno: int, field: str, obj: Any) -> GroupPassag
 
 
 def _parse_group(path: Path, lineno: int, line: str) -> TrainingGroup:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-    if not isinstance(obj, dict):
-        raise InputError(path, "expected a JSON object", lineno)
+    obj = json_object(path, lineno, line)
     for key in ("query_id", "query"):
         if key not in obj:
             raise InputError(path, f'missing "{key}"', lineno)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,17 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise InputError(path, f"broken gzip file ({e or type(e).__name__})", lineno + 1) from None
     if not seen:
         raise InputError(path, "file has no content lines")
+
+
+def json_object(path: str | Path, lineno: int, line: str) -> dict:
+    """``line`` parsed as a JSON object."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
+    if not isinstance(obj, dict):
+        raise InputError(path, "expected a JSON object", lineno)
+    return obj
 
 
 def split_columns(path: str | Path, lineno: int, line: str, sep: str | None, expected: tuple[int, ...]) -> list[str]:

@@ -9,12 +9,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
-from ance_ir.data.lines import check_id, iter_lines, split_columns
+from ance_ir.data.lines import check_id, iter_lines, json_object, split_columns
 
 Topics = dict[str, str]
 
@@ -45,12 +44,7 @@ def read_topics_jsonl(path: str | Path) -> Topics:
     topics: Topics = {}
     layout: str | None = None
     for lineno, line in iter_lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-        if not isinstance(obj, dict):
-            raise InputError(path, "expected a JSON object", lineno)
+        obj = json_object(path, lineno, line)
         if layout is None:
             layout = next((name for name, (key, _) in QUERY_FIELDS.items() if key in obj), None)
             if layout is None:

@@ -17,7 +17,6 @@ decide, otherwise a first line starting with ``{`` means JSONL.
 
 from __future__ import annotations
 
-import json
 import re
 import string
 import sys
@@ -27,7 +26,7 @@ from functools import cache
 from pathlib import Path
 
 from ance_ir.data import InputError, Run, iter_corpus
-from ance_ir.data.lines import iter_lines
+from ance_ir.data.lines import iter_lines, json_object
 
 MATCHES = ("dpr", "kilt")
 DEFAULT_K = (1, 5, 20, 100)
@@ -88,12 +87,7 @@ def _is_jsonl(path: Path, first_line: str) -> bool:
 
 
 def _parse_jsonl(path: Path, lineno: int, line: str) -> tuple[str, list]:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-    if not isinstance(obj, dict):
-        raise InputError(path, "expected a JSON object", lineno)
+    obj = json_object(path, lineno, line)
     qid, answers = obj.get("qid"), obj.get("answers")
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
         raise InputError(path, 'missing or empty "qid" (a string or an integer)', lineno)

@@ -12,7 +12,6 @@ decorated with :func:`register_negatives`.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import sys
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ance_ir.data import InputError
 from ance_ir.data.corpus import is_tsv
-from ance_ir.data.lines import iter_lines, split_columns
+from ance_ir.data.lines import iter_lines, json_object, split_columns
 from ance_ir.train.registry import Registry
 from ance_ir.train.settings import ConfigError
 
@@ -276,11 +275,8 @@ def read_negatives_file(path: str | Path, docids: Collection[str]) -> dict[str, 
 
 
 def _parse_jsonl_negatives(path: str | Path, lineno: int, line: str) -> tuple[str, list[str]]:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-    if not isinstance(obj, dict) or "qid" not in obj or "negatives" not in obj:
+    obj = json_object(path, lineno, line)
+    if "qid" not in obj or "negatives" not in obj:
         raise InputError(path, 'expected an object with "qid" and "negatives"', lineno)
     qid, negatives = obj["qid"], obj["negatives"]
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.data import InputError, atomic_write
+from ance_ir.data.lines import json_object
 
 
 class RunLog:
@@ -57,11 +58,8 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-        if not isinstance(record, dict) or "step" not in record:
+        record = json_object(path, lineno, line)
+        if "step" not in record:
             raise InputError(path, 'expected an object with a "step"', lineno)
         records.append(record)
     return records
