@@ -76,26 +76,27 @@ def non_negative_int(value: str) -> int:
     return int(value)
 
 
-def non_negative_float(value: str) -> float:
-    """argparse type: a finite number >= 0 (BM25's k1 and b, margins)."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not (math.isfinite(number) and number >= 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value!r}")
-    return number
+def float_type(accept: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """argparse type: a number that ``accept`` takes (never NaN); anything else is refused as ``expected``."""
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if math.isnan(number) or not accept(number):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+        return number
+    return parse
 
 
-def unit_float(value: str) -> float:
-    """argparse type: a number in [0, 1] (an interpolation weight)."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not 0.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {value!r}")
-    return number
+#: a finite number >= 0 (BM25's k1 and b, margins)
+non_negative_float = float_type(lambda x: 0 <= x < math.inf, "a finite number >= 0")
+#: a finite number > 0 (a temperature)
+positive_float = float_type(lambda x: 0 < x < math.inf, "a positive number")
+#: a number in [0, 1] (an interpolation weight)
+unit_float = float_type(lambda x: 0 <= x <= 1, "a number between 0 and 1")
+#: a number in (0, 1] (a share, nucleus sampling's top-p)
+share_float = float_type(lambda x: 0 < x <= 1, "a number above 0 and at most 1")
 
 
 def hidden_alias(parser: argparse.ArgumentParser, *option_strings: str, dest: str, **kwargs: object) -> None:

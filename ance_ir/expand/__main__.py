@@ -31,32 +31,12 @@ from ance_ir.cli import (
     check_output,
     load_cli_plugins,
     non_negative_int,
+    positive_float,
     positive_int,
     run_cli,
+    share_float,
 )
 from ance_ir.train.settings import INFERENCE_PRECISIONS
-
-
-def _share(value: str) -> float:
-    """argparse type: a number in (0, 1]."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not 0.0 < number <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0 and at most 1, got {value!r}")
-    return number
-
-
-def _positive_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not (0.0 < number < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
-    return number
-
 
 #: the flags of --generator only, with their defaults (None in argparse, so that --topics can refuse them)
 GENERATOR_DEFAULTS = {"n": 10, "seed": 42, "top_k": 10, "top_p": 1.0, "temperature": 1.0, "max_length": None,
@@ -82,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="sampling seed (default: 42)")
     parser.add_argument("--top-k", type=non_negative_int,
                         help="sample each token from the k most likely (0: no cut; default: 10)")
-    parser.add_argument("--top-p", type=_share,
+    parser.add_argument("--top-p", type=share_float,
                         help="nucleus sampling: then from the smallest set of probability p (1, the default: no cut)")
-    parser.add_argument("--temperature", type=_positive_float, help="sampling temperature (default: 1)")
+    parser.add_argument("--temperature", type=positive_float, help="sampling temperature (default: 1)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per query, its end token included (default: the generator's query length)")
     parser.add_argument("--batch-size", type=positive_int,

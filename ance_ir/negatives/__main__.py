@@ -20,30 +20,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ance_ir.cli import ArgumentParser, add_import_argument, check_output, load_cli_plugins, run_cli
+from ance_ir.cli import (
+    ArgumentParser,
+    add_import_argument,
+    check_output,
+    load_cli_plugins,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    run_cli,
+)
 from ance_ir.negatives.sources import CANDIDATE_SOURCES
-
-
-def _at_least(minimum: int):
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            number = minimum - 1
-        if number < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value!r}")
-        return number
-    return parse
-
-
-def _non_negative_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not number >= 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value!r}")
-    return number
 
 
 def build_parser() -> ArgumentParser:
@@ -64,18 +51,19 @@ def build_parser() -> ArgumentParser:
     source.add_argument("--index", help="bm25: Lucene index folder; dense: dense index folder")
     source.add_argument("--encoder", help="dense: query encoder (default: the one in the index's meta.json)")
     source.add_argument("--run", help="run: TREC run file")
-    source.add_argument("--hits", type=_at_least(1), default=200, help="candidates retrieved per query (default 200)")
-    source.add_argument("--k1", type=float, default=0.9, help="bm25: k1 (default 0.9)")
-    source.add_argument("--b", type=float, default=0.4, help="bm25: b (default 0.4)")
-    source.add_argument("--threads", type=_at_least(1), default=2, help="bm25 search / torch and faiss threads")
-    source.add_argument("--batch-size", type=_at_least(1), default=64, help="dense: query batch size")
+    source.add_argument("--hits", type=positive_int, default=200, help="candidates retrieved per query (default 200)")
+    source.add_argument("--k1", type=non_negative_float, default=0.9, help="bm25: k1 (default 0.9)")
+    source.add_argument("--b", type=non_negative_float, default=0.4, help="bm25: b (default 0.4)")
+    source.add_argument("--threads", type=positive_int, default=2, help="bm25 search / torch and faiss threads")
+    source.add_argument("--batch-size", type=positive_int, default=64, help="dense: query batch size")
     mining = parser.add_argument_group("mining")
-    mining.add_argument("--depth", type=_at_least(1), default=200, help="negatives kept per query (default 200)")
-    mining.add_argument("--skip", type=_at_least(0), default=0, help="ignore candidates ranked above this (0-based)")
-    mining.add_argument("--max-rank", type=_at_least(1), help="ignore candidates ranked at or below this (0-based)")
-    mining.add_argument("--margin", type=_non_negative_float,
+    mining.add_argument("--depth", type=positive_int, default=200, help="negatives kept per query (default 200)")
+    mining.add_argument("--skip", type=non_negative_int, default=0,
+                        help="ignore candidates ranked above this (0-based)")
+    mining.add_argument("--max-rank", type=positive_int, help="ignore candidates ranked at or below this (0-based)")
+    mining.add_argument("--margin", type=non_negative_float,
                         help="drop candidates with score + margin > the positive's score")
-    mining.add_argument("--relative-margin", type=_non_negative_float,
+    mining.add_argument("--relative-margin", type=non_negative_float,
                         help="drop candidates with score > the positive's score * (1 - margin)")
     mining.add_argument("--min-positive-grade", type=int, default=1,
                         help="judgments of at least this grade are positives (default 1: binary qrels; graded "
