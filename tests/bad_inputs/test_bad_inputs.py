@@ -225,6 +225,7 @@ CASES = {
     "negatives-run-without-run": Case("negatives", NEGATIVES + " --source run", "", "--source run needs --run"),
     "negatives-depth-0": Case("negatives", NEGATIVES + " --depth 0", "", "argument --depth"),
     "negatives-margin-negative": Case("negatives", NEGATIVES + " --margin -1", "", "argument --margin"),
+    "negatives-k1-nan": Case("negatives", NEGATIVES + " --k1 nan", "", "argument --k1: expected a finite number"),
     "negatives-run-nan": Case("negatives", NEGATIVES + " --source run --run {F}/run_nan.trec", "{F}/run_nan.trec:2",
                               "not a finite number"),
     "negatives-unknown-source": Case("negatives", NEGATIVES + " --source nosuch", "", "nosuch"),
