@@ -30,6 +30,7 @@ from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, con
 if TYPE_CHECKING:
     from ance_ir.modeling import DenseEncoder
 
+
 @dataclass(frozen=True)
 class Shard:
     """Shard ``index`` of ``count``: a contiguous slice of the corpus positions."""
