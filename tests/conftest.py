@@ -35,6 +35,32 @@ def write_toy_collection(root: Path) -> Path:
     return root
 
 
+def toy_sections(collection: Path, output: Path, *layers: dict) -> dict:
+    """A sectioned training config on the toy collection in ``collection`` writing ``output`` (random negatives,
+    NLL, lr 1e-3), with each of ``layers`` merged into it in turn, section by section (None removes a setting)."""
+    config: dict = {
+        "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
+        "data": {"corpus": str(collection / "corpus.jsonl"), "topics": str(collection / "topics.tsv"),
+                 "qrels": str(collection / "qrels.txt"), "min_positive_grade": 1},
+        "negatives": {"name": "random"}, "loss": {"name": "nll"}, "optim": {"lr": 1e-3},
+    }
+    for layer in layers:
+        for key, value in layer.items():
+            merged = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+            config[key] = {k: v for k, v in merged.items() if v is not None} if isinstance(merged, dict) else merged
+    return config
+
+
+def load_sections(path: Path, settings: dict):
+    """The training config of ``settings``, written to ``path`` as YAML and read back."""
+    import yaml
+
+    from ance_ir.train import build_config
+
+    path.write_text(yaml.safe_dump(settings))
+    return build_config(path, {})
+
+
 def run_module(*args: str) -> subprocess.CompletedProcess:
     """``python -m ARGS`` in a fresh interpreter, its output captured as text."""
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_module, write_toy_collection
+from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_module, toy_sections, write_toy_collection
 
 from ance_ir.data import read_run
 from ance_ir.index.compress import compress_index, pack, unpack
@@ -131,12 +131,9 @@ def test_save_load_round_trip_gives_identical_scores(bert, tmp_path):
 
 
 def settings(collection: Path, bert: Path, output: Path, **task) -> dict:
-    return {"output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-            "model": {"name": str(bert), "dim": 16, "query_max_length": 8},
-            "data": {"corpus": str(collection / "corpus.jsonl"), "topics": str(collection / "topics.tsv"),
-                     "qrels": str(collection / "qrels.txt"), "min_positive_grade": 1},
-            "task": {"name": "colbert", "batch_size": 3, "n_negatives": 2, **task},
-            "negatives": {"name": "random"}, "loss": {"name": "nll"}, "optim": {"lr": 1e-3, "max_steps": 60}}
+    return toy_sections(collection, output, {"model": {"name": str(bert), "dim": 16, "query_max_length": 8},
+                                             "task": {"name": "colbert", "batch_size": 3, "n_negatives": 2, **task},
+                                             "optim": {"max_steps": 60}})
 
 
 @pytest.mark.parametrize("in_batch", [True, False])

@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_module, write_toy_collection
+from conftest import (
+    TOY_PASSAGES,
+    TOY_QRELS,
+    TOY_TOPICS,
+    assert_refused,
+    load_sections,
+    run_module,
+    toy_sections,
+    write_toy_collection,
+)
 from safetensors.torch import load_file
 
 from ance_ir.data import GroupPassage, TrainingGroup, read_groups, read_run, write_groups, write_run
@@ -146,26 +155,9 @@ def collection(tmp_path) -> Path:
 
 def settings(collection: Path, toy_bert: Path, output: Path, **changes) -> dict:
     """A sectioned cross-encoder config on the toy collection: 6 pairs, 3 groups of 1 + 3 passages a step."""
-    base = {
-        "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-        "model": {"name": str(toy_bert), "max_length": 32},
-        "data": {"corpus": str(collection / "corpus.jsonl"), "topics": str(collection / "topics.tsv"),
-                 "qrels": str(collection / "qrels.txt"), "min_positive_grade": 1},
-        "task": {"name": "cross-encoder", "batch_size": 3, "n_negatives": 3},
-        "negatives": {"name": "random"},
-        "loss": {"name": "nll"},
-        "optim": {"lr": 1e-3, "max_steps": 200},
-    }
-    for key, value in changes.items():  # a None value removes the setting
-        merged = {**base.get(key, {}), **value} if isinstance(value, dict) else value
-        base[key] = {k: v for k, v in merged.items() if v is not None} if isinstance(merged, dict) else merged
-    return base
-
-
-def load_config(path: Path, settings: dict):
-    """The training config of ``settings``, written to ``path`` as YAML and read back."""
-    path.write_text(yaml.safe_dump(settings))
-    return build_config(path, {})
+    return toy_sections(collection, output, {"model": {"name": str(toy_bert), "max_length": 32},
+                                             "task": {"name": "cross-encoder", "batch_size": 3, "n_negatives": 3},
+                                             "optim": {"max_steps": 200}}, changes)
 
 
 @pytest.mark.parametrize("loss", ["nll", "bce"])
@@ -195,11 +187,11 @@ def test_the_task_trains_from_a_config_file(toy_bert, collection, tmp_path, loss
 def test_a_stopped_run_resumes_exactly(toy_bert, collection, tmp_path):
     straight = settings(collection, toy_bert, tmp_path / "straight", optim={"max_steps": 12},
                         negatives={"name": "random"}, loss={"name": "bce"})
-    train(load_config(tmp_path / "straight.yaml", straight))
+    train(load_sections(tmp_path / "straight.yaml", straight))
     paused = {**straight, "output": str(tmp_path / "paused"), "stop_at": 5}
-    train(load_config(tmp_path / "paused.yaml", paused))
+    train(load_sections(tmp_path / "paused.yaml", paused))
     assert not RunDir(tmp_path / "paused").final.exists()
-    train(load_config(tmp_path / "paused.yaml", {**paused, "stop_at": None}))
+    train(load_sections(tmp_path / "paused.yaml", {**paused, "stop_at": None}))
     for name in ("model.safetensors", HEAD_NAME):
         mine = load_file(RunDir(tmp_path / "paused").final / name)
         theirs = load_file(RunDir(tmp_path / "straight").final / name)
@@ -216,9 +208,9 @@ def task_context(config, run: Path) -> TaskContext:
 
 
 def test_groups_are_drawn_as_the_contrastive_task_draws_them(toy_bert, collection, tmp_path):
-    cross = load_config(tmp_path / "a.yaml", settings(collection, toy_bert, tmp_path / "a"))
-    dense = load_config(tmp_path / "b.yaml", settings(collection, toy_bert, tmp_path / "b",
-                                                      task={"name": "contrastive"}, model={"max_length": None}))
+    cross = load_sections(tmp_path / "a.yaml", settings(collection, toy_bert, tmp_path / "a"))
+    dense = load_sections(tmp_path / "b.yaml", settings(collection, toy_bert, tmp_path / "b",
+                                                        task={"name": "contrastive"}, model={"max_length": None}))
     ours = CrossEncoderTask(task_context(cross, tmp_path / "a"), load_model(toy_bert, "cross-encoder"))
     theirs = ContrastiveTask(task_context(dense, tmp_path / "b"), DenseEncoder.from_pretrained(toy_bert))
     drawn = [ours.next_batch().groups for _ in range(5)]
@@ -229,7 +221,7 @@ def test_groups_are_drawn_as_the_contrastive_task_draws_them(toy_bert, collectio
 
 
 def test_buckets_score_the_pairs_of_one_batch_in_group_order(toy_bert, collection, tmp_path):
-    config = load_config(tmp_path / "a.yaml", settings(collection, toy_bert, tmp_path / "a"))
+    config = load_sections(tmp_path / "a.yaml", settings(collection, toy_bert, tmp_path / "a"))
     model = load_model(toy_bert, "cross-encoder")
     task = CrossEncoderTask(task_context(config, tmp_path / "a"), model)
     batch = task.next_batch()
@@ -253,7 +245,7 @@ def test_buckets_score_the_pairs_of_one_batch_in_group_order(toy_bert, collectio
 ])
 def test_settings_a_cross_encoder_cannot_train_with(toy_bert, collection, tmp_path, changes, setting, message):
     with pytest.raises(ValueError, match=rf"c\.yaml:\d+: {setting}: .*{message}"):  # the setting's line
-        load_config(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run", **changes))
+        load_sections(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run", **changes))
 
 
 def test_the_example_config_loads():
@@ -265,8 +257,8 @@ def test_the_example_config_loads():
 
 def test_the_contrastive_task_refuses_a_cross_encoder(toy_bert, collection, tmp_path):
     with pytest.raises(ValueError, match=r"c\.yaml:\d+: model.kind: 'cross-encoder' models score pairs"):
-        load_config(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run", task={"name": "contrastive"},
-                                                  model={"kind": "cross-encoder"}))
+        load_sections(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run",
+                                                    task={"name": "contrastive"}, model={"kind": "cross-encoder"}))
 
 
 @pytest.fixture()

@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_main
+from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, load_sections, run_main, toy_sections
 
 from ance_ir.data import read_run, write_run
 from ance_ir.encode.__main__ import main as encode
@@ -115,29 +114,13 @@ def test_the_task_scores_groups_max_over_m():
 
 def settings(toy: Path, toy_bert: Path, output: Path, **changes) -> dict:
     """An ME-BERT config on the toy collection: 3 queries a step, one sampled negative each, in-batch."""
-    base = {
-        "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-        "model": {"name": str(toy_bert), "m": 3},
-        "data": {"corpus": str(toy / "corpus.jsonl"), "topics": str(toy / "topics.tsv"),
-                 "qrels": str(toy / "qrels.txt"), "min_positive_grade": 1},
-        "task": {"name": "mebert", "batch_size": 3, "n_negatives": 1, "in_batch": True},
-        "negatives": {"name": "random"},
-        "loss": {"name": "nll"},
-        "refresh": {"every": 0},
-        "optim": {"lr": 1e-3, "max_steps": 6},
-    }
-    for key, value in changes.items():
-        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
-    return base
-
-
-def load_config(path: Path, values: dict):
-    path.write_text(yaml.safe_dump(values))
-    return build_config(path, {})
+    return toy_sections(toy, output, {"model": {"name": str(toy_bert), "m": 3},
+                                      "task": {"name": "mebert", "batch_size": 3, "n_negatives": 1, "in_batch": True},
+                                      "refresh": {"every": 0}, "optim": {"max_steps": 6}}, changes)
 
 
 def test_a_few_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
-    config = load_config(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run"))
+    config = load_sections(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run"))
     assert (config.model.kind, config.model.options) == ("mebert", {"m": 3})
     train(config)
     run = RunDir(tmp_path / "run")
@@ -153,7 +136,7 @@ def test_ance_refreshes_search_the_m_vector_index(toy, toy_bert, tmp_path):
     values = settings(toy, toy_bert, tmp_path / "run", negatives={"name": "ance", "depth": 4}, task={"in_batch": False},
                       refresh={"every": 2, "mode": "sync", "eval_topics": str(toy / "topics.tsv"),
                                "eval_qrels": str(toy / "qrels.txt"), "precision": "fp32"})
-    train(load_config(tmp_path / "m.yaml", values))
+    train(load_sections(tmp_path / "m.yaml", values))
     records = RefreshRecords(RunDir(tmp_path / "run").refresh).read_all()
     assert [r["step"] for r in records] == [0, 2, 4, 6]
     assert all(r["queries_mined"] == 3 and 0 <= r["metrics"]["ndcg_cut_10"] <= 1 for r in records)
@@ -165,13 +148,13 @@ def test_ance_refreshes_search_the_m_vector_index(toy, toy_bert, tmp_path):
 ])
 def test_settings_mebert_cannot_train_with(toy, toy_bert, tmp_path, changes, setting, message):
     with pytest.raises(ValueError, match=rf"m\.yaml:\d+: {setting}: .*{message}"):
-        load_config(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run", **changes))
+        load_sections(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run", **changes))
 
 
 def test_the_contrastive_task_sends_mebert_to_its_own_task(toy, toy_bert, tmp_path):
     with pytest.raises(ValueError, match=r"model.kind: 'mebert' models train with task: mebert"):
-        load_config(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run", task={"name": "contrastive"},
-                                                  model={"kind": "mebert"}))
+        load_sections(tmp_path / "m.yaml", settings(toy, toy_bert, tmp_path / "run", task={"name": "contrastive"},
+                                                    model={"kind": "mebert"}))
 
 
 def test_the_example_config_loads():

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_main
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, load_sections, run_main, toy_sections
 from safetensors.torch import load_file
 
 from ance_ir.data import read_run, write_run
@@ -130,29 +129,14 @@ def test_the_task_scores_groups_by_attention():
 
 def settings(toy: Path, toy_bert: Path, output: Path, **changes) -> dict:
     """A poly-encoder config on the toy collection: 3 queries a step, one sampled negative each, in-batch."""
-    base = {
-        "output": str(output), "seed": 3, "device": "cpu", "threads": 1, "progress": False, "log_every": 1,
-        "model": {"name": str(toy_bert), "m": 4},
-        "data": {"corpus": str(toy / "corpus.jsonl"), "topics": str(toy / "topics.tsv"),
-                 "qrels": str(toy / "qrels.txt"), "min_positive_grade": 1},
-        "task": {"name": "poly-encoder", "batch_size": 3, "n_negatives": 1, "in_batch": True},
-        "negatives": {"name": "random"},
-        "loss": {"name": "nll"},
-        "refresh": {"every": 0},
-        "optim": {"lr": 1e-3, "max_steps": 60},
-    }
-    for key, value in changes.items():
-        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
-    return base
-
-
-def load_config(path: Path, values: dict):
-    path.write_text(yaml.safe_dump(values))
-    return build_config(path, {})
+    return toy_sections(toy, output, {"model": {"name": str(toy_bert), "m": 4},
+                                      "task": {"name": "poly-encoder", "batch_size": 3, "n_negatives": 1,
+                                               "in_batch": True},
+                                      "refresh": {"every": 0}, "optim": {"max_steps": 60}}, changes)
 
 
 def test_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
-    config = load_config(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run"))
+    config = load_sections(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run"))
     assert (config.model.kind, config.model.options) == ("poly-encoder", {"m": 4})
     train(config)
     run = RunDir(tmp_path / "run")
@@ -178,16 +162,14 @@ def test_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
     ({"model": {"kind": "dense", "m": None}}, "model.kind", "task 'poly-encoder' trains 'poly-encoder' models"),
 ])
 def test_settings_a_poly_encoder_cannot_train_with(toy, toy_bert, tmp_path, changes, setting, message):
-    values = settings(toy, toy_bert, tmp_path / "run", **changes)
-    values["model"] = {k: v for k, v in values["model"].items() if v is not None}
     with pytest.raises(ValueError, match=rf"p\.yaml:\d+: {setting}: .*{message}"):
-        load_config(tmp_path / "p.yaml", values)
+        load_sections(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run", **changes))
 
 
 def test_the_contrastive_task_refuses_a_poly_encoder(toy, toy_bert, tmp_path):
     with pytest.raises(ValueError, match=r"model.kind: 'poly-encoder' models score pairs and encode no index"):
-        load_config(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run", task={"name": "contrastive"},
-                                                  model={"kind": "poly-encoder"}))
+        load_sections(tmp_path / "p.yaml", settings(toy, toy_bert, tmp_path / "run", task={"name": "contrastive"},
+                                                    model={"kind": "poly-encoder"}))
 
 
 def test_the_example_config_loads():
