@@ -9,13 +9,12 @@ A passage's queries are one family: they are never each other's in-batch negativ
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 from ance_ir.data import InputError
 from ance_ir.data.corpus import Passage
-from ance_ir.data.lines import iter_lines
+from ance_ir.data.lines import iter_lines, json_object
 from ance_ir.pretrain_data.base import Pair, PretrainSource
 from ance_ir.train.dataset import register_data_source
 from ance_ir.train.settings import ConfigError
@@ -25,11 +24,8 @@ def read_generated_queries(path: str | Path) -> dict[str, list[str]]:
     """``{docid: [query, ...]}`` of a generated-queries file; InputError naming the line of a bad or repeated one."""
     out: dict[str, list[str]] = {}
     for lineno, line in iter_lines(path):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("docid"), str) or not obj["docid"].strip():
+        obj = json_object(path, lineno, line)
+        if not isinstance(obj.get("docid"), str) or not obj["docid"].strip():
             raise InputError(path, 'expected an object with a non-empty "docid" string', lineno)
         queries = obj.get("queries")
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
