@@ -203,6 +203,7 @@ def test_a_stopped_run_resumes_exactly(toy_bert, collection, tmp_path):
 
 def task_context(config, run: Path) -> TaskContext:
     data = TrainData.load(config)
+    config.task.passage_buckets = config.task.passage_buckets or 4  # what the trainer resolves on a CPU
     return TaskContext(config, data, RunDir(run), Distributed.init("cpu"), torch.device("cpu"),
                        RunLog(run / "log.jsonl", enabled=False), lambda: False)
 

@@ -88,7 +88,7 @@ def test_sync_ance_end_to_end(straight_run, toy):
     assert encoder.config.pooling == "mean" and encoder.encode_queries(["cat"]).shape == (1, 32)
     assert not torch.equal(weights(list_checkpoints(run)[0])["embeddings.word_embeddings.weight"],
                            weights(list_checkpoints(run)[-1])["embeddings.word_embeddings.weight"])
-    assert TrainConfig.load(run.config) == toy_config(toy, straight_run)
+    assert TrainConfig.load(run.config) == toy_config(toy, straight_run, passage_buckets=4)  # the CPU default
 
     store = NegativesStore(run.negatives)
     assert store.versions() == [0, 3, 6, 8]
@@ -191,6 +191,17 @@ def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatc
     train(toy_config(toy, output))
     with pytest.raises(AssertionError):
         assert_same_training(output, straight_run)
+
+
+def test_a_resumed_run_keeps_its_passage_buckets_and_a_new_one_takes_the_devices(toy, tmp_path):
+    """passage_buckets left unset: a new CPU run records 4; a run started with 2 resumes with 2, not the default."""
+    train(toy_config(toy, tmp_path / "new", max_steps=1))
+    assert TrainConfig.load(RunDir(tmp_path / "new").config).task.passage_buckets == 4
+    output = tmp_path / "run"
+    train(toy_config(toy, output, passage_buckets=2, max_steps=4, stop_at=2))
+    train(toy_config(toy, output, max_steps=4))
+    assert events(output, "resume")[0]["step"] == 2
+    assert TrainConfig.load(RunDir(output).config).task.passage_buckets == 2
 
 
 def test_resume_refuses_a_different_config(straight_run, toy):

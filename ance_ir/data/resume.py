@@ -42,7 +42,7 @@ def record_job(work: Path, job: dict[str, Any]) -> None:
             f.write(json.dumps(job, indent=2) + "\n")
 
 
-def check_job(work: Path, job: dict[str, Any], what: str = "job") -> None:
+def _check_job(work: Path, job: dict[str, Any], what: str) -> None:
     """Refuse to resume the unfinished ``what`` in ``work`` when a setting of ``job`` other than the corpus path
     differs from its record."""
     path = work / JOB_FILE
@@ -56,7 +56,7 @@ def check_job(work: Path, job: dict[str, Any], what: str = "job") -> None:
                                    f"now {value!r}); delete it or choose another --output")
 
 
-def remove_stale(outputs: Sequence[Path], work: Path) -> None:
+def _remove_stale(outputs: Sequence[Path], work: Path) -> None:
     """Remove the temporaries a killed run left beside ``outputs`` and among the finished chunks in ``work``."""
     stale = [p for output in outputs for p in remove_stale_temporaries(output)]
     if work.is_dir():
@@ -65,3 +65,11 @@ def remove_stale(outputs: Sequence[Path], work: Path) -> None:
             stale.append(p)
     if stale:
         print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
+
+
+def open_work(outputs: Sequence[Path], work: Path, job: dict[str, Any], what: str = "job") -> None:
+    """Before a run starts or resumes: refuse an unfinished ``what`` in ``work`` whose settings differ from ``job``
+    (touching nothing), then remove the temporaries a killed run left beside ``outputs`` and in ``work``."""
+    if work.is_dir():
+        _check_job(work, job, what)
+    _remove_stale(outputs, work)

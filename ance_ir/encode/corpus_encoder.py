@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import check_job, in_chunks, record_job, remove_stale, work_folder
+from ance_ir.data.resume import in_chunks, open_work, record_job, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -121,11 +121,10 @@ def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any
     """Encode the passages at ``positions`` of ``corpus`` chunk by chunk into ``work``, reusing finished chunks.
 
     ``encode(texts)`` gives a chunk's vectors (``per`` rows a passage) and, with ``tokens`` (token vectors, stored
-    back to back), each passage's token count (else None).
+    back to back), each passage's token count (else None). The caller opens ``work`` first
+    (:func:`~ance_ir.data.resume.open_work`: a resumed job's settings checked).
     Returns the docids and the chunks' vector files, in corpus order.
     """
-    if work.is_dir():
-        check_job(work, job)
     docids: list[str] = []
     parts: list[Path] = []
     resumed = 0
@@ -184,7 +183,7 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
     if per > 1:
         job["vectors_per_passage"] = per
     work = work_folder(output)
-    remove_stale([output], work)
+    open_work([output], work, job)
     docids, parts = encode_chunks(corpus, positions, work, job, chunk_size, encoder.dim,
                                   lambda texts: (encoder.encode_passages(texts, batch_size=batch_size,
                                                                          show_progress=show_progress)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import check_job, in_chunks, record_job, remove_stale, work_folder
+from ance_ir.data.resume import in_chunks, open_work, record_job, work_folder
 from ance_ir.encode.corpus_encoder import count_passages
 from ance_ir.index.impact import (
     COLLECTION,
@@ -52,9 +52,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
                "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
                "precision": model_precision(model)}
         work = work_folder(output)
-        remove_stale([output], work)
-        if work.is_dir():
-            check_job(work, job)
+        open_work([output], work, job)
         parts = work / COLLECTION
         resumed = postings = 0
         with tqdm(total=total, unit="passage", desc=f"encode {output.name}", disable=not show_progress,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ance_ir.data import sha256_file
-from ance_ir.data.resume import work_folder
+from ance_ir.data.resume import open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_chunks
 from ance_ir.index.token_index import (
     TokenIndex,
@@ -49,6 +49,7 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
                 np.array([len(v) for v in vectors], dtype=np.int32))
 
     work = work_folder(output)
+    open_work([output], work, job)
     docids, parts = encode_chunks(corpus, range(total), work, job, chunk_size, model.dim, encode,
                                   f"encode {output.name}", show_progress, tokens=True)
     vectors = np.concatenate([np.load(p) for p in parts])

@@ -30,7 +30,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock
-from ance_ir.data.resume import check_job, in_chunks, record_job, remove_stale, work_folder
+from ance_ir.data.resume import in_chunks, open_work, record_job, work_folder
 
 QUERIES_SUFFIX = ".queries.jsonl"
 
@@ -119,11 +119,9 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
     with output_lock(output):
         work = work_folder(output)
         check_outputs(output, overwrite)
-        remove_stale([output, queries_path(output)], work)
         total = sum(1 for _ in iter_corpus(corpus))  # every bad line is reported before any work
         job = {**job, "chunk_size": chunk_size}
-        if work.is_dir():
-            check_job(work, job, "expansion")
+        open_work([output, queries_path(output)], work, job, "expansion")
         written = resumed = 0
         chunks: list[Path] = []
         with tqdm(total=total, unit="passage", desc=f"expand {output.name}", disable=not show_progress,

@@ -124,9 +124,10 @@ class TaskSection(Section):
                                     "colbert, mebert, poly-encoder, splade, deepct, generator, mlm, moco (built in) "
                                     "or a plugin's", "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
-    passage_buckets: int = _opt(4, "run a batch's passages as this many length-sorted sub-batches, each padded "
-                                   "to its own longest (less padding, see docs/bench.md; 1: one batch)",
-                                "passage_buckets")
+    passage_buckets: int | None = _opt(None, "run a batch's passages as this many length-sorted sub-batches, "
+                                             "each padded to its own longest (1: one batch; default: 4 on a CPU, "
+                                             "less padding, 1 on a GPU, fewer kernel launches; docs/bench.md)",
+                                       "passage_buckets")
     n_negatives: int = _opt(1, "sampled negatives per query (1 with no in-batch is ANCE's pairwise loss)",
                             "n_negatives")
     in_batch: bool = _opt(False, "also score each query against the other queries' passages in the batch",

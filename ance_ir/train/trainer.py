@@ -96,6 +96,8 @@ class Trainer:
         start = latest_checkpoint(self.run)
         if resume and start is None:
             raise ValueError(f"{self.run.root}: no checkpoint to resume from")
+        if config.task.passage_buckets is None:
+            config.task.passage_buckets = self._default_passage_buckets(start)
         fresh = start is None and not self.run.root.exists()
         if self.dist.is_main:
             self._prepare_output(start)
@@ -147,6 +149,12 @@ class Trainer:
         self.window = Window()
         if start is not None:
             self._restore(start)
+
+    def _default_passage_buckets(self, start: Path | None) -> int:
+        """A resumed run keeps its saved value; a new one takes its device's: on a CPU, 4 length-sorted
+        sub-batches pad less; on a GPU one batch is faster (fewer kernel launches, docs/bench.md)."""
+        saved = TrainConfig.load(self.run.config).task.passage_buckets if start is not None else None
+        return saved or (1 if self.device.type == "cuda" else 4)
 
     def _prepare_output(self, start: Path | None) -> None:
         """Rank 0: write or check ``config.json``; clean up after a killed run."""

@@ -82,9 +82,12 @@ def test_killed_encode_resumes_only_with_the_same_precision(tmp_path, capfd):
     _kill_when([sys.executable, "-m", "ance_ir.encode", *argv, "--precision", "fp32"],
                lambda: (work / "chunk-00001.npy").is_file())
     assert work.is_dir() and not output.exists()
+    stale = work / ".chunk-00002.npy.killed.tmp"  # as if the kill came mid-write: the refusal leaves it alone
+    stale.touch()
 
     line = _cli_error(encode_main, [*argv, "--precision", "int8"], capfd)
     assert line.startswith(f"error: {work}: holds an unfinished job with a different precision ('fp32', now 'int8')")
+    assert stale.exists()
 
     capfd.readouterr()
     with pytest.raises(SystemExit) as done:
