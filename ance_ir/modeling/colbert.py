@@ -14,7 +14,6 @@ pairs (:meth:`ColBERT.score_pairs`), so it reranks a run like a cross-encoder (:
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import save_transformer
 from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import evaluating
-from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_colbert.json"
@@ -105,23 +104,19 @@ class ColBERT(torch.nn.Module):
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a colbert model (it takes dim, "
                              "query_max_length and passage_max_length)")
         path = resolve_model_path(name_or_path)
-        settings_file = Path(path) / CONFIG_NAME
-        saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+        saved = read_settings(path, CONFIG_NAME)
         if saved and dim is not None and dim != saved["dim"]:
             raise ValueError(f"{name_or_path}: its projection has dimension {saved['dim']}, not {dim}")
         given = {"dim": dim, "query_max_length": query_max_length, "passage_max_length": passage_max_length}
-        settings = {k: given[k] if given[k] is not None else saved.get(k, DEFAULTS[k]) for k in DEFAULTS}
-        if not isinstance(settings["dim"], int) or settings["dim"] < 1:
-            raise ValueError(f"dim must be a positive integer, got {settings['dim']!r}")
+        if dim is not None and (not isinstance(dim, int) or dim < 1):
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             backbone = load_backbone(path)
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        positions = getattr(backbone.config, "max_position_embeddings", None)
-        for name in ("query_max_length", "passage_max_length"):  # a default longer than the model's positions
-            if given[name] is None and name not in saved and positions:
-                settings[name] = min(settings[name], positions)
+        settings = choose_settings(given, saved, DEFAULTS, getattr(backbone.config, "max_position_embeddings", None),
+                                   ("query_max_length", "passage_max_length"))
         projection = torch.nn.Linear(backbone.config.hidden_size, settings["dim"], bias=False)
         weights = Path(path) / PROJECTION_NAME
         fresh = not weights.is_file()
@@ -135,8 +130,7 @@ class ColBERT(torch.nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         """Write weights, tokenizer, projection and ``ance_ir_colbert.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_kind(tmp, self.kind)
-            (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
+            write_settings(tmp, self.kind, CONFIG_NAME, self.settings)
             save_transformer(tmp, self.tokenizer, self.backbone)
             save_file({k: v.contiguous() for k, v in self.projection.state_dict().items()}, tmp / PROJECTION_NAME)
 

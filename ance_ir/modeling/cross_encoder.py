@@ -8,7 +8,6 @@ public ``cross-encoder/ms-marco-*`` models) loads too and scores with its own he
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +30,7 @@ from transformers.utils import logging as transformers_logging
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import running
-from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_cross_encoder.json"
@@ -134,19 +133,14 @@ class CrossEncoder(torch.nn.Module):
                     head.load_state_dict(load_file(head_file))
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        settings = Path(path) / CONFIG_NAME
-        saved = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
-        if max_length is None:
-            positions = getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
-            max_length = saved.get("max_length", min(DEFAULT_MAX_LENGTH, positions))
-        return cls(backbone, tokenizer, head, max_length, fresh).eval()
+        settings = choose_settings({"max_length": max_length}, read_settings(path, CONFIG_NAME), cls.options,
+                                   getattr(config, "max_position_embeddings", None), ("max_length",))
+        return cls(backbone, tokenizer, head, settings["max_length"], fresh).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write weights, tokenizer, head and ``ance_ir_cross_encoder.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_kind(tmp, self.kind)
-            (tmp / CONFIG_NAME).write_text(json.dumps({"max_length": self.max_length}, indent=2) + "\n",
-                                           encoding="utf-8")
+            write_settings(tmp, self.kind, CONFIG_NAME, {"max_length": self.max_length})
             save_transformer(tmp, self.tokenizer, self.backbone)
             if self.head is not None:
                 save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)

@@ -22,7 +22,6 @@ BM25 query over the unchanged passages.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,15 +33,15 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet
+from ance_ir.modeling.cross_encoder import save_transformer
 from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import evaluating
-from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_deepct.json"
 HEAD_NAME = "ance_ir_deepct_head.safetensors"
-DEFAULT_MAX_LENGTH = 256
+DEFAULTS = {"max_length": 256, "windows": 1, "aggregation": "max", "target": "passage"}
 AGGREGATIONS = ("max", "sum", "decay")
 #: what the model weights: passage words (DeepCT, HDCT) or query words (DeepCT-Query)
 TARGETS = ("passage", "query")
@@ -67,7 +66,7 @@ class DeepCT(torch.nn.Module):
 
     kind = "deepct"
     index = "impact"
-    options = {"max_length": DEFAULT_MAX_LENGTH, "windows": 1, "aggregation": "max", "target": "passage"}
+    options = dict(DEFAULTS)
     inference_precision: str = "fp32"
 
     def __init__(self, backbone: PreTrainedModel, head: torch.nn.Linear, tokenizer: PreTrainedTokenizerBase,
@@ -99,8 +98,7 @@ class DeepCT(torch.nn.Module):
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a deepct model (it takes max_length, "
                              "windows, aggregation and target)")
         path = resolve_model_path(name_or_path)
-        settings_file = Path(path) / CONFIG_NAME
-        saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+        saved = read_settings(path, CONFIG_NAME)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             backbone = load_backbone(path)  # no pooler: a parameter without gradient stops DDP
@@ -109,20 +107,16 @@ class DeepCT(torch.nn.Module):
         head = torch.nn.Linear(backbone.config.hidden_size, 1)
         if (Path(path) / HEAD_NAME).is_file():
             head.load_state_dict(load_file(Path(path) / HEAD_NAME))
-        positions = getattr(backbone.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
-        length = max_length if max_length is not None else saved.get("max_length", min(DEFAULT_MAX_LENGTH,
-                                                                                          positions))
-        return cls(backbone, head, tokenizer, length, windows or saved.get("windows", 1),
-                   aggregation or saved.get("aggregation", "max"), target or saved.get("target", "passage")).eval()
+        given = {"max_length": max_length, "windows": windows, "aggregation": aggregation, "target": target}
+        settings = choose_settings(given, saved, DEFAULTS, getattr(backbone.config, "max_position_embeddings", None),
+                                   ("max_length",))
+        return cls(backbone, head, tokenizer, **settings).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the backbone, head, tokenizer and ``ance_ir_deepct.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_kind(tmp, self.kind)
-            (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
-            self.tokenizer.save_pretrained(tmp)
-            with _quiet():
-                self.backbone.save_pretrained(tmp)
+            write_settings(tmp, self.kind, CONFIG_NAME, self.settings)
+            save_transformer(tmp, self.tokenizer, self.backbone)
             save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
 
     @property

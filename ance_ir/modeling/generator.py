@@ -21,7 +21,6 @@ teacher forcing, the end-of-query token included.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -47,7 +46,7 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import _quiet, save_transformer
 from ance_ir.modeling.encoder import load_backbone
 from ance_ir.modeling.inference import evaluating
-from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_generator.json"
@@ -215,8 +214,7 @@ class QueryGenerator(torch.nn.Module):
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a generator (it takes "
                              "query_max_length, passage_max_length and decoder)")
         path = resolve_model_path(name_or_path)
-        settings_file = Path(path) / CONFIG_NAME
-        saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+        saved = read_settings(path, CONFIG_NAME)
         try:
             config = AutoConfig.from_pretrained(path)
             tokenizer = AutoTokenizer.from_pretrained(path)
@@ -236,17 +234,15 @@ class QueryGenerator(torch.nn.Module):
                 model = _warm_start(path, resolve_model_path(decoder) if decoder else path, tokenizer)
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        positions = getattr(model.get_encoder().config, "max_position_embeddings", None) or 10 ** 9
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
-        settings = {k: given[k] if given[k] is not None else saved.get(k, min(DEFAULTS[k], positions))
-                    for k in DEFAULTS}
+        settings = choose_settings(given, saved, DEFAULTS, getattr(model.get_encoder().config,
+                                                                   "max_position_embeddings", None), tuple(DEFAULTS))
         return cls(model, tokenizer, settings["query_max_length"], settings["passage_max_length"], fresh).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model, tokenizer and ``ance_ir_generator.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_kind(tmp, self.kind)
-            (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
+            write_settings(tmp, self.kind, CONFIG_NAME, self.settings)
             save_transformer(tmp, self.tokenizer, self.model)
 
     @property

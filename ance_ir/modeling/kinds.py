@@ -62,6 +62,33 @@ def write_kind(directory: str | Path, kind: str) -> None:
     path.write_text(json.dumps({"kind": kind}, indent=2) + "\n", encoding="utf-8")
 
 
+def read_settings(directory: str | Path, name: str) -> dict[str, Any]:
+    """The settings a kind saved in ``directory/name`` ({} for a folder without them, e.g. a bare backbone)."""
+    path = Path(directory) / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def write_settings(directory: str | Path, kind: str, name: str, settings: dict[str, Any]) -> None:
+    """Record a saved model's kind and its own settings (``directory/name``)."""
+    write_kind(directory, kind)
+    (Path(directory) / name).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+
+
+def choose_settings(given: dict[str, Any], saved: dict[str, Any], defaults: dict[str, Any],
+                    positions: int | None = None, lengths: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each of ``defaults``' settings: the given value (not None), else the saved one, else its default; the
+    default of a setting in ``lengths`` (tokens) at most the model's ``positions``."""
+    chosen = {}
+    for name, default in defaults.items():
+        if given.get(name) is not None:
+            chosen[name] = given[name]
+        elif name in saved:
+            chosen[name] = saved[name]
+        else:
+            chosen[name] = min(default, positions) if name in lengths and positions else default
+    return chosen
+
+
 def saved_kind(directory: str | Path) -> str | None:
     """The kind a saved model folder records; None for a folder saved by other software (or a hub id)."""
     path = Path(directory) / MODEL_FILE

@@ -9,7 +9,6 @@ Weights go to a Lucene impact index (``index = "impact"``, :mod:`ance_ir.index.i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.cross_encoder import _quiet, save_transformer
 from ance_ir.modeling.inference import evaluating
-from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_splade.json"
@@ -85,8 +84,7 @@ class Splade(torch.nn.Module):
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a splade model (it takes "
                              "query_max_length and passage_max_length)")
         path = resolve_model_path(name_or_path)
-        settings_file = Path(path) / CONFIG_NAME
-        saved = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+        saved = read_settings(path, CONFIG_NAME)
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
@@ -97,16 +95,14 @@ class Splade(torch.nn.Module):
         except ValueError as error:
             raise ValueError(f"{name_or_path}: not a masked language model ({str(error).splitlines()[0]})") \
                 from None
-        positions = getattr(mlm.config, "max_position_embeddings", None) or 10 ** 9
-        settings = {k: given[k] if given[k] is not None else saved.get(k, min(DEFAULTS[k], positions))
-                    for k in DEFAULTS}
+        settings = choose_settings(given, saved, DEFAULTS, getattr(mlm.config, "max_position_embeddings", None),
+                                   tuple(DEFAULTS))
         return cls(mlm, tokenizer, settings["query_max_length"], settings["passage_max_length"]).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the MLM, tokenizer and ``ance_ir_splade.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_kind(tmp, self.kind)
-            (tmp / CONFIG_NAME).write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
+            write_settings(tmp, self.kind, CONFIG_NAME, self.settings)
             save_transformer(tmp, self.tokenizer, self.mlm)
 
     @property
