@@ -154,30 +154,15 @@ def test_settings_it_cannot_train_with(toy, tmp_path, changes, message):
 def test_two_processes_train_as_one_with_the_same_queue(toy, tmp_path):
     """torchrun, 2 CPU processes: each gathers the other's keys (in-batch and for the queue), so losses, weights,
     key encoder and queue match one process with the same global batch."""
-    import os
-    import subprocess
-    import sys
 
-    import yaml
-    from test_train_distributed import _free_port
-    from test_train_run import REPO, toy_settings
+    from test_train_distributed import train_two
+    from test_train_run import toy_settings
 
     from ance_ir.train import build_config
 
     changes = {"negatives": "inbatch", "batch_size": 4, "max_steps": 4, "task.queue_size": 6}
     ddp = toy_settings(toy, tmp_path / "ddp", **settings(toy, **changes))
-    config_file = tmp_path / "ddp.yaml"
-    nested: dict = {}
-    for key, value in ddp.items():  # a file takes a component's options in its section
-        section, _, name = key.rpartition(".")
-        (nested.setdefault(section, {}) if section else nested)[name] = value
-    config_file.write_text(yaml.safe_dump(nested))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "-m", "ance_ir.train",
-                           "--config", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    train_two(ddp, tmp_path / "ddp.yaml")
     single = tmp_path / "single"
     train(build_config(None, {**ddp, "output": str(single)}))
     for mine, theirs in zip(training_records(tmp_path / "ddp"), training_records(single), strict=True):

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,14 +23,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun_two(settings: dict, config_file) -> None:
-    """Train ``settings`` with torchrun in 2 CPU processes."""
-    config_file.write_text(yaml.safe_dump(settings))
+def torchrun_two(settings: dict, config_file: Path) -> subprocess.CompletedProcess:
+    """``python -m ance_ir.train`` on ``settings`` (written to ``config_file``, a component's ``section.option`` in
+    its section) with torchrun in 2 CPU processes."""
+    nested: dict = {}
+    for key, value in settings.items():
+        section, _, name = key.rpartition(".")
+        (nested.setdefault(section, {}) if section else nested)[name] = value
+    config_file.write_text(yaml.safe_dump(nested))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "-m", "ance_ir.train",
                            "--config", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
+
+
+def train_two(settings: dict, config_file: Path) -> None:
+    """Train ``settings`` with torchrun in 2 CPU processes; only rank 0 reports."""
+    done = torchrun_two(settings, config_file)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.count("last checkpoint:") == 1  # only rank 0 reports (and writes)
 
@@ -39,7 +50,7 @@ def test_two_processes_match_one(toy, tmp_path, in_batch):  # noqa: F811 (toy: f
     # no dropout: the two ranks draw different dropout masks than one process would
     settings = toy_settings(toy, tmp_path / "ddp", model=str(toy / "bert-nodrop"), batch_size=4,
                             grad_accumulation=2, max_steps=6, refresh_every=3, in_batch=in_batch)
-    _torchrun_two(settings, tmp_path / "ddp.yaml")
+    train_two(settings, tmp_path / "ddp.yaml")
 
     single = tmp_path / "single"
     train(build_config(None, {**settings, "output": str(single)}))
@@ -63,14 +74,7 @@ def test_without_cross_batch_each_process_scores_its_own_passages(toy, tmp_path)
     settings = toy_settings(toy, tmp_path / "ddp", model=str(toy / "bert-nodrop"), batch_size=4, max_steps=1,
                             negatives="random", refresh_every=0, eval_topics=None, eval_qrels=None, in_batch=True,
                             cross_batch=False, lr=1e-12)
-    config_file = tmp_path / "ddp.yaml"
-    config_file.write_text(yaml.safe_dump(settings))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "-m", "ance_ir.train",
-                           "--config", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    train_two(settings, tmp_path / "ddp.yaml")
     halves = tmp_path / "halves"
     train(build_config(None, {**settings, "output": str(halves), "batch_size": 2, "max_steps": 2}))
     gathered = tmp_path / "gathered"
@@ -93,7 +97,7 @@ def test_two_processes_train_token_losses_as_one(toy, tmp_path, task):  # noqa: 
     elif task == "deepct":
         changes = {**changes, "task.name": "deepct", "query_max_length": None, "passage_max_length": None}
     settings = toy_settings(toy, tmp_path / "ddp", **changes)
-    _torchrun_two(settings, tmp_path / "ddp.yaml")
+    train_two(settings, tmp_path / "ddp.yaml")
     single = tmp_path / "single"
     train(build_config(None, {**settings, "output": str(single)}))
     ddp_steps, single_steps = training_records(tmp_path / "ddp"), training_records(single)
@@ -104,3 +108,11 @@ def test_two_processes_train_token_losses_as_one(toy, tmp_path, task):  # noqa: 
     final_ddp = weights(list_checkpoints(RunDir(tmp_path / "ddp"))[-1])
     for name, tensor in weights(list_checkpoints(RunDir(single))[-1]).items():
         torch.testing.assert_close(final_ddp[name], tensor, rtol=1e-4, atol=1e-5)
+
+
+def test_in_batch_across_processes_is_refused_where_a_task_does_not_gather(toy, tmp_path):  # noqa: F811
+    settings = toy_settings(toy, tmp_path / "ddp", task="colbert", pooling=None, batch_size=4, max_steps=1,
+                            negatives="random", refresh_every=0, eval_topics=None, eval_qrels=None, in_batch=True)
+    done = torchrun_two(settings, tmp_path / "ddp.yaml")
+    assert done.returncode != 0
+    assert "task.in_batch: a colbert task does not gather token vectors across processes" in done.stderr

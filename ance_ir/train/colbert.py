@@ -95,14 +95,12 @@ class ColBERTTask(GroupTask):
 
     name = "colbert"
     model_kind = "colbert"
+    not_gathered = "token vectors"
     no_refresh = ("the colbert task builds no index during training (use bm25, dpr, groups, candidates, static or "
                   "random)", "encode and search")
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
-        if ctx.config.task.in_batch and ctx.config.task.cross_batch and ctx.dist.enabled:
-            raise ValueError("task.in_batch: a colbert task does not gather token vectors across processes; set "
-                             "task.cross_batch: false (each process's own passages) or train in one process")
         self.collator = TokenCollator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self._module = MaxSimScorer(model)
 

@@ -77,10 +77,17 @@ class GroupTask(TrainingTask):
     #: for a task whose model has no ANN index during training: why (ends a refused setting's message) and how to
     #: evaluate its ``final/`` model instead; refreshed negatives and ``refresh.eval_topics`` are then refused
     no_refresh: ClassVar[tuple[str, str] | None] = None
+    #: for a task whose in-batch scoring stays within its process: what it does not gather ("token vectors");
+    #: in_batch with cross_batch under torchrun is then refused
+    not_gathered: ClassVar[str | None] = None
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         config, data = ctx.config, ctx.data
+        if self.not_gathered and config.task.in_batch and config.task.cross_batch and ctx.dist.enabled:
+            raise ValueError(f"task.in_batch: a {self.name} task does not gather {self.not_gathered} across "
+                             "processes; set task.cross_batch: false (each process's own passages) or train in one "
+                             "process")
         self.sampler = build_sampler(config, data, ctx.run, ctx.dist)
         self.draws = GroupDraws(data, self.sampler, config.seed, config.task.n_negatives)
         loss = config.loss

@@ -63,14 +63,12 @@ class SpladeTask(GroupTask):
     name = "splade"
     model_kind = "splade"
     options = {"lambda_q": 3e-4, "lambda_d": 1e-4, "flops_warmup_steps": 0}
+    not_gathered = "term weights"
     no_refresh = ("the splade task builds no index during training (use bm25, dpr, groups, candidates, static or "
                   "random)", "encode and search")
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
-        if ctx.config.task.in_batch and ctx.config.task.cross_batch and ctx.dist.enabled:
-            raise ValueError("task.in_batch: a splade task does not gather term weights across processes; set "
-                             "task.cross_batch: false (each process's own passages) or train in one process")
         self._module = SparseEncoder(model)
 
     @classmethod
