@@ -194,7 +194,8 @@ def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatc
 
 
 def test_a_resumed_run_keeps_its_passage_buckets_and_a_new_one_takes_the_devices(toy, tmp_path):
-    """passage_buckets left unset: a new CPU run records 4; a run started with 2 resumes with 2, not the default."""
+    """passage_buckets left unset: a new CPU run records 4; a run started with 2 resumes with 2, not the default;
+    one recorded without it resumes with 1."""
     train(toy_config(toy, tmp_path / "new", max_steps=1))
     assert TrainConfig.load(RunDir(tmp_path / "new").config).task.passage_buckets == 4
     output = tmp_path / "run"
@@ -202,6 +203,15 @@ def test_a_resumed_run_keeps_its_passage_buckets_and_a_new_one_takes_the_devices
     train(toy_config(toy, output, max_steps=4))
     assert events(output, "resume")[0]["step"] == 2
     assert TrainConfig.load(RunDir(output).config).task.passage_buckets == 2
+
+    # a run recorded before the setting existed ran its passages as one batch, and resumes so
+    old = tmp_path / "old"
+    train(toy_config(toy, old, passage_buckets=1, max_steps=4, stop_at=2))
+    recorded = json.loads(RunDir(old).config.read_text())
+    del recorded["task"]["passage_buckets"]
+    RunDir(old).config.write_text(json.dumps(recorded))
+    train(toy_config(toy, old, max_steps=4))
+    assert events(old, "resume")[0]["step"] == 2
 
 
 def test_resume_refuses_a_different_config(straight_run, toy):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ance_ir.data import sha256_file
+from ance_ir.data import output_lock, sha256_file
 from ance_ir.data.resume import open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_chunks
 from ance_ir.index.token_index import (
@@ -48,20 +48,21 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
         return (np.concatenate(vectors).astype(np.float16),
                 np.array([len(v) for v in vectors], dtype=np.int32))
 
-    work = work_folder(output)
-    open_work([output], work, job)
-    docids, parts = encode_chunks(corpus, range(total), work, job, chunk_size, model.dim, encode,
-                                  f"encode {output.name}", show_progress, tokens=True)
-    vectors = np.concatenate([np.load(p) for p in parts])
-    doclens = np.concatenate([np.load(p.with_name(p.stem + ".lens.npy")) for p in parts])
-    count = centroids or default_centroids(len(vectors))
-    if count > len(vectors):
-        raise ValueError(f"--centroids {count}: more than the corpus's {len(vectors)} token vectors")
-    print(f"k-means: {count} centroids over {len(vectors)} token vectors", file=sys.stderr)
-    centers = train_centroids(vectors, count, seed)
-    meta = {k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")}
-    meta["compression"] = None
-    index = write_token_index(output, docids, doclens, centers, assign_centroids(vectors, centers), meta,
-                              vectors=vectors)
-    shutil.rmtree(work)
-    return index
+    with output_lock(output):  # one writer; its temporaries are ours to remove
+        work = work_folder(output)
+        open_work([output], work, job)
+        docids, parts = encode_chunks(corpus, range(total), work, job, chunk_size, model.dim, encode,
+                                      f"encode {output.name}", show_progress, tokens=True)
+        vectors = np.concatenate([np.load(p) for p in parts])
+        doclens = np.concatenate([np.load(p.with_name(p.stem + ".lens.npy")) for p in parts])
+        count = centroids or default_centroids(len(vectors))
+        if count > len(vectors):
+            raise ValueError(f"--centroids {count}: more than the corpus's {len(vectors)} token vectors")
+        print(f"k-means: {count} centroids over {len(vectors)} token vectors", file=sys.stderr)
+        centers = train_centroids(vectors, count, seed)
+        meta = {k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")}
+        meta["compression"] = None
+        index = write_token_index(output, docids, doclens, centers, assign_centroids(vectors, centers), meta,
+                                  vectors=vectors)
+        shutil.rmtree(work)
+        return index

@@ -50,7 +50,7 @@ class Collator:
 
     def __init__(self, encoder: DenseEncoder, queries: Mapping[str, str], texts: Mapping[str, str],
                  passage_buckets: int = 1):
-        if passage_buckets < 1:
+        if not isinstance(passage_buckets, int) or passage_buckets < 1:
             raise ValueError(f"passage_buckets must be at least 1, got {passage_buckets}")
         self.encoder, self.queries, self.texts = encoder, queries, texts
         self.passage_buckets = passage_buckets

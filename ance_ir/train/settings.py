@@ -125,8 +125,8 @@ class TaskSection(Section):
                                     "or a plugin's", "task")
     batch_size: int = _opt(8, "queries per micro-batch, over all processes", "batch_size")
     passage_buckets: int | None = _opt(None, "run a batch's passages as this many length-sorted sub-batches, "
-                                             "each padded to its own longest (1: one batch; default: 4 on a CPU, "
-                                             "less padding, 1 on a GPU, fewer kernel launches; docs/bench.md)",
+                                             "each padded to its own longest (1: one batch). Unset: 4 on a CPU "
+                                             "(less padding), 1 on a GPU (fewer kernel launches); docs/bench.md",
                                        "passage_buckets")
     n_negatives: int = _opt(1, "sampled negatives per query (1 with no in-batch is ANCE's pairwise loss)",
                             "n_negatives")

@@ -151,10 +151,18 @@ class Trainer:
             self._restore(start)
 
     def _default_passage_buckets(self, start: Path | None) -> int:
-        """A resumed run keeps its saved value; a new one takes its device's: on a CPU, 4 length-sorted
+        """A resumed run keeps its recorded value; a new one takes its device's: on a CPU, 4 length-sorted
         sub-batches pad less; on a GPU one batch is faster (fewer kernel launches, docs/bench.md)."""
-        saved = TrainConfig.load(self.run.config).task.passage_buckets if start is not None else None
-        return saved or (1 if self.device.type == "cuda" else 4)
+        if start is not None:
+            return self._saved_config().task.passage_buckets
+        return 1 if self.device.type == "cuda" else 4
+
+    def _saved_config(self) -> TrainConfig:
+        """The run folder's ``config.json``; one recorded before ``passage_buckets`` existed ran one passage batch."""
+        saved = TrainConfig.load(self.run.config)
+        if saved.task.passage_buckets is None:
+            saved.task.passage_buckets = 1
+        return saved
 
     def _prepare_output(self, start: Path | None) -> None:
         """Rank 0: write or check ``config.json``; clean up after a killed run."""
@@ -164,7 +172,7 @@ class Trainer:
         if start is None:
             self.config.save(self.run.config)
             return
-        changed = check_resumable(TrainConfig.load(self.run.config), self.config, self.run.config)
+        changed = check_resumable(self._saved_config(), self.config, self.run.config)
         if changed:
             _say(f"resuming with new {', '.join(changed)}")
             self.config.save(self.run.config)
