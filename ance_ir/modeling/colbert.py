@@ -108,8 +108,6 @@ class ColBERT(torch.nn.Module):
         if saved and dim is not None and dim != saved["dim"]:
             raise ValueError(f"{name_or_path}: its projection has dimension {saved['dim']}, not {dim}")
         given = {"dim": dim, "query_max_length": query_max_length, "passage_max_length": passage_max_length}
-        if dim is not None and (not isinstance(dim, int) or dim < 1):
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             backbone = load_backbone(path)
@@ -117,6 +115,8 @@ class ColBERT(torch.nn.Module):
             raise unavailable(name_or_path, error) from error
         settings = choose_settings(given, saved, DEFAULTS, getattr(backbone.config, "max_position_embeddings", None),
                                    ("query_max_length", "passage_max_length"))
+        if not isinstance(settings["dim"], int) or settings["dim"] < 1:  # given or saved
+            raise ValueError(f"dim must be a positive integer, got {settings['dim']!r}")
         projection = torch.nn.Linear(backbone.config.hidden_size, settings["dim"], bias=False)
         weights = Path(path) / PROJECTION_NAME
         fresh = not weights.is_file()
