@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +35,7 @@ _COLUMNS = {"qid": pa.string(), "q0": pa.string(), "docid": pa.string(), "rank":
 # ASCII bytes that str.split() takes for whitespace besides space and line feed: a file holding one goes to the
 # line reader, which splits exactly as str.split() does.
 _OTHER_WHITESPACE = (b"\t", b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
-_WRITE_ROWS = 1 << 20
+_WRITE_ROWS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,9 @@ class RunTable:
 
     def head(self, depth: int | None) -> RunTable:
         """The top ``depth`` hits of every query (all of them for ``None``)."""
-        return self if depth is None else self.take(np.flatnonzero(self.ranks() <= depth))
+        if depth is None or len(self) == 0 or np.diff(self.starts()).max() <= depth:
+            return self
+        return self.take(np.flatnonzero(self.ranks() <= depth))
 
     def take(self, rows: np.ndarray) -> RunTable:
         return RunTable(self.qids.take(rows), self.docids.take(rows), self.scores[rows])
@@ -150,8 +154,16 @@ def read_plain_run(path: Path) -> RunTable | None:
     pairs = np.sort(first_seen * len(docids.dictionary) + docids.indices.to_numpy())
     if (pairs[1:] == pairs[:-1]).any():
         return None
+    if _in_order(first_seen, scores):  # as Pyserini and ance-ir write runs: no sort needed
+        return RunTable(qids, docids, scores)
     order = np.lexsort((-scores, first_seen))
     return RunTable(qids.take(order), docids.take(order), scores[order])
+
+
+def _in_order(query: np.ndarray, scores: np.ndarray) -> bool:
+    """Whether each query's rows are adjacent and by descending score (the order :func:`read_run` sorts into)."""
+    same_query = query[1:] == query[:-1]
+    return bool((query[1:] >= query[:-1]).all() and not (same_query & (scores[1:] > scores[:-1])).any())
 
 
 def write_run(run: Run, path: str | Path, tag: str = "ance-ir") -> None:
@@ -164,16 +176,22 @@ def write_run_table(table: RunTable, path: str | Path, tag: str = "ance-ir") -> 
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag {tag!r} must be non-empty and contain no whitespace")
     docids, ranks = table.plain_docids(), pc.cast(pa.array(table.ranks()), pa.string())
-    with atomic_write(path, "wb") as f:
-        for start in range(0, len(table), _WRITE_ROWS):
-            rows = slice(start, start + _WRITE_ROWS)
-            # each distinct score formatted once (ties are common: RRF, BM25); by bit pattern, which keeps -0.0
-            values, numbers = np.unique(table.scores[rows].view(np.int64), return_inverse=True)
-            scores = pa.array([f"{value:.6f}" for value in values.view(np.float64).tolist()],
-                              pa.string()).take(numbers)
-            lines = pc.binary_join_element_wise(table.qids[rows], "Q0", docids[rows], ranks[rows], scores, f"{tag}\n",
-                                                " ")
-            f.write(_bytes_of(lines))
+    # each distinct score formatted once (ties are common: RRF, BM25); by bit pattern, which keeps -0.0
+    values = pc.dictionary_encode(pa.array(table.scores.view(np.int64)))
+    texts = pa.array([f"{value:.6f}" for value in values.dictionary.to_numpy().view(np.float64).tolist()],
+                     pa.string())
+
+    def lines(start: int) -> pa.Array:
+        rows = slice(start, start + _WRITE_ROWS)
+        return pc.binary_join_element_wise(table.qids[rows], "Q0", docids[rows], ranks[rows],
+                                           texts.take(values.indices[rows]), f"{tag}\n", " ")
+
+    starts = range(0, len(table), _WRITE_ROWS)
+    workers = os.cpu_count() or 1
+    with atomic_write(path, "wb") as f, ThreadPoolExecutor(workers) as pool:  # pyarrow releases the GIL
+        for window in range(0, len(starts), workers):  # a window at a time: memory stays a few blocks
+            for block in pool.map(lines, starts[window:window + workers]):
+                f.write(_bytes_of(block))
 
 
 def ranks_in_groups(starts: np.ndarray, n: int) -> np.ndarray:

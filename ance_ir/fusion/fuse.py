@@ -8,6 +8,9 @@ and ``reciprocal_rank_fusion`` take and give :data:`Run` dictionaries.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,7 +75,7 @@ class _Pairs:
     """The distinct (query, document) pairs of several runs.
 
     ``rows[i][j]``: the number of the pair in row ``j`` of run ``i``; ``query[p]``: pair ``p``'s query, numbered in
-    order of first appearance.
+    order of first appearance. Pairs are numbered by (query, document), so ``query`` is sorted.
     """
 
     def __init__(self, runs: list[RunTable]) -> None:
@@ -89,13 +92,30 @@ class _Pairs:
     def ranked(self, scores: np.ndarray, k: int | None) -> RunTable:
         """The pairs as a run: queries in order of first appearance, best score first, ties by docid, cut to ``k``."""
         docids = self._docids.take(self.docid)
-        order = pc.sort_indices(pa.table({"query": self.query, "score": scores, "docid": docids}),
-                                sort_keys=[("query", "ascending"), ("score", "descending"), ("docid", "ascending")])
-        order = order.to_numpy()
+        order = _ranked_order(pa.table({"query": self.query, "score": scores, "docid": docids}), self.query)
         if k is not None:
             query = self.query[order]
             order = order[ranks_in_groups(np.flatnonzero(np.diff(query)) + 1, len(query)) <= k]
         return RunTable(self._qids.take(self.query[order]), docids.take(order), scores[order])
+
+
+def _ranked_order(table: pa.Table, query: np.ndarray) -> np.ndarray:
+    """The rows of ``table`` by query, best score first, ties by docid; ``query``, its query column, is sorted.
+
+    Each thread sorts a contiguous part of the queries (pyarrow releases the GIL).
+    """
+    workers = os.cpu_count() or 1
+    if len(query) == 0:
+        return np.zeros(0, np.int64)
+    cuts = np.searchsorted(query, query[np.arange(1, workers) * len(query) // workers])
+    bounds = sorted({0, *cuts.tolist(), len(query)})
+    keys = [("query", "ascending"), ("score", "descending"), ("docid", "ascending")]
+
+    def part(a: int, b: int) -> np.ndarray:
+        return pc.sort_indices(table.slice(a, b - a), sort_keys=keys).to_numpy().astype(np.int64) + a
+
+    with ThreadPoolExecutor(workers) as pool:
+        return np.concatenate(list(pool.map(part, bounds[:-1], bounds[1:])))
 
 
 def _encoded(docids: pa.Array) -> pa.DictionaryArray:
