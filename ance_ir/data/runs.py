@@ -142,7 +142,8 @@ def read_plain_run(path: Path) -> RunTable | None:
         table = pv.read_csv(
             pa.BufferReader(raw), read_options=pv.ReadOptions(column_names=list(_COLUMNS)),
             parse_options=pv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False, escape_char=False),
-            convert_options=pv.ConvertOptions(column_types=_COLUMNS, null_values=[], strings_can_be_null=False))
+            convert_options=pv.ConvertOptions(column_types=_COLUMNS, null_values=[], strings_can_be_null=False,
+                                              include_columns=["qid", "docid", "rank", "score"]))  # ranks checked
     except pa.ArrowInvalid:
         return None
     scores = table["score"].to_numpy()
