@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -91,6 +92,24 @@ def test_cli_fuses_as_pyserini_on_many_tied_hits(tmp_path):
         rows = theirs[theirs["topic"] == qid]
         assert [d for d, _ in ranking] == list(rows["docid"])
         assert [s for _, s in ranking] == pytest.approx(list(rows["score"]), abs=1e-6)
+
+
+@pytest.mark.parametrize("workers", [3, 64])
+def test_threads_change_nothing(tmp_path, monkeypatch, workers):
+    """The final sort and the writing split across threads give what one thread gives, ties included."""
+    rng = random.Random(3)
+    runs = [{f"q{q}": [(f"d{d}", float(rng.randint(0, 5))) for d in rng.sample(range(90), 60)]
+             for q in rng.sample(range(40), 40)} for _ in range(2)]
+    monkeypatch.setattr("ance_ir.data.runs._WRITE_ROWS", 50)  # the lines written in many blocks
+
+    def fused(threads: int, path) -> tuple:
+        monkeypatch.setattr(os, "cpu_count", lambda: threads)
+        rrf = reciprocal_rank_fusion(runs, rrf_k=60, depth=50, k=45)
+        mixed = interpolate(runs[0], runs[1], 0.3, 0.7, depth=50, k=45)
+        write_run(rrf, path)
+        return rrf, mixed, path.read_bytes()
+
+    assert fused(workers, tmp_path / "many.trec") == fused(1, tmp_path / "one.trec")
 
 
 def test_cli(tmp_path):
