@@ -84,7 +84,7 @@ class _Pairs:
         docids = docids.unify_dictionaries().combine_chunks()  # hashes each run's distinct docids, not every hit
         docid, self._docids = docids.indices.to_numpy().astype(np.int64), docids.dictionary
         width = max(len(self._docids), 1)
-        keys, numbers = _distinct(query * width + docid)
+        keys, numbers = _distinct(query * width + docid, len(self._qids) * width)
         self.queries, self.count = len(self._qids), len(keys)
         self.query, self.docid = np.divmod(keys, width)
         self.rows = np.split(numbers, np.cumsum([len(run) for run in runs])[:-1])
@@ -122,7 +122,24 @@ def _encoded(docids: pa.Array) -> pa.DictionaryArray:
     return docids if pa.types.is_dictionary(docids.type) else pc.dictionary_encode(docids)
 
 
-def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _distinct(keys: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` for keys in [0, span): each thread takes one range of values."""
+    workers = os.cpu_count() or 1
+    if workers == 1:
+        return _sorted_distinct(keys)
+    part = keys * workers // max(span, 1)
+    rows = [np.flatnonzero(part == p) for p in range(workers)]
+    with ThreadPoolExecutor(workers) as pool:  # numpy's sort and gathers release the GIL
+        parts = list(pool.map(lambda r: _sorted_distinct(keys[r]), rows))
+    numbers = np.empty(len(keys), np.int64)
+    offset = 0
+    for r, (values, local) in zip(rows, parts, strict=True):
+        numbers[r] = local + offset
+        offset += len(values)
+    return np.concatenate([values for values, _ in parts]), numbers
+
+
+def _sorted_distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(keys, return_inverse=True)`` without its stable sort (twice as fast on millions of keys)."""
     order = np.argsort(keys)
     ordered = keys[order]
