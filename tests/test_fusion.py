@@ -112,6 +112,13 @@ def test_threads_change_nothing(tmp_path, monkeypatch, workers):
     assert fused(workers, tmp_path / "many.trec") == fused(1, tmp_path / "one.trec")
 
 
+@pytest.mark.parametrize("fuse", [lambda a, b: reciprocal_rank_fusion([a, b]), lambda a, b: interpolate(a, b, .5, .5)])
+def test_a_document_twice_in_a_ranking_is_refused(fuse):
+    twice = {"q1": [("d1", 3.0), ("d2", 2.0)], "q2": [("d1", 3.0), ("d2", 2.0), ("d1", 1.0)]}
+    with pytest.raises(ValueError, match="run 2 lists document d1 twice for query q2"):
+        fuse({"q1": [("d1", 1.0)]}, twice)
+
+
 def test_cli(tmp_path):
     write_run(_random_run(1), tmp_path / "a.trec")
     write_run(_random_run(2), tmp_path / "b.trec")

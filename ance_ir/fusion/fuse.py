@@ -88,6 +88,12 @@ class _Pairs:
         self.queries, self.count = len(self._qids), len(keys)
         self.query, self.docid = np.divmod(keys, width)
         self.rows = np.split(numbers, np.cumsum([len(run) for run in runs])[:-1])
+        for i, rows in enumerate(self.rows):  # a pair twice would be scored once, silently
+            seen = np.bincount(rows, minlength=self.count)
+            if len(seen) and seen.max() > 1:
+                pair = int(seen.argmax())
+                raise ValueError(f"run {i + 1} lists document {self._docids[int(self.docid[pair])]} twice for query "
+                                 f"{self._qids[int(self.query[pair])]}")
 
     def ranked(self, scores: np.ndarray, k: int | None) -> RunTable:
         """The pairs as a run: queries in order of first appearance, best score first, ties by docid, cut to ``k``."""
