@@ -133,6 +133,40 @@ def test_tevatron_jsonl_through_bm25_and_eval(tmp_path):
     assert_eval_matches(result.stdout, TEST_QRELS, run, tmp_path)
 
 
+def test_tevatron_training_data_trains_a_model_that_encodes_searches_and_evaluates(tiny_bert_dir, tmp_path):
+    """Tevatron's training JSONL (a query with its positive and negative passages) as the groups data source,
+    then the trained model through encode, search and eval on a Tevatron corpus and queries."""
+    home = tmp_path / "home"
+    corpus, queries, qrels = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl", tmp_path / "qrels.txt"
+    corpus.write_text("".join(json.dumps({"docid": d, "title": title, "text": text}) + "\n"
+                              for d, (title, text) in PASSAGES.items()))
+    queries.write_text("".join(json.dumps({"query_id": q, "query": QUERIES[q]}) + "\n" for q in TEST_QRELS))
+    write_qrels(TEST_QRELS, qrels)
+
+    def passage(docid: str) -> dict:
+        return {"docid": docid, "title": PASSAGES[docid][0], "text": PASSAGES[docid][1]}
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"query_id": q, "query": QUERIES[q],
+                                         "positive_passages": [passage(d) for d in judged],
+                                         "negative_passages": [passage("c11"), passage("c12")]}) + "\n"
+                             for q, judged in TRAIN_QRELS.items()))
+    model = tmp_path / "run"
+    ok(cli("ance_ir.train", "--corpus", corpus, "--model", tiny_bert_dir, "--data-source", "groups", "--groups", train,
+           "--negatives", "groups", "--batch-size", "2", "--max-steps", "3", "--refresh-every", "0",
+           "--no-refresh-final", "--log-every", "1", "--device", "cpu", "--no-progress", "--output", model, home=home))
+    assert len([line for line in (model / "log.jsonl").read_text().splitlines() if '"loss"' in line]) == 3
+
+    index, run = tmp_path / "dense", tmp_path / "dense.trec"
+    ok(cli("ance_ir.encode", "--corpus", corpus, "--encoder", model, "--output", index, "--quiet", "--device", "cpu",
+           home=home))
+    ok(cli("ance_ir.search", "--topics", queries, "--index", index, "--output", run, "--hits", "12",
+           "--device", "cpu", home=home))
+    assert all(sorted(d for d, _ in ranking) == sorted(PASSAGES) for ranking in read_run(run).values())
+    result = ok(cli("ance_ir.eval", "--qrels", qrels, "--run", run, "--json", home=home))
+    assert_eval_matches(result.stdout, TEST_QRELS, run, tmp_path)
+
+
 def assert_one_error(result: subprocess.CompletedProcess, prefix: str, message: str) -> None:
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
