@@ -117,13 +117,19 @@ def test_beir_folder_through_bm25_encode_search_and_eval(beir_dir, tiny_bert_dir
     assert_eval_matches(result.stdout, TEST_QRELS, dense_run, tmp_path)
 
 
-def test_tevatron_jsonl_through_bm25_and_eval(tmp_path):
-    home = tmp_path / "home"
-    corpus, queries, qrels = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl", tmp_path / "qrels.txt"
+def write_tevatron_files(folder: Path) -> tuple[Path, Path, Path]:
+    """The passages and test queries in Tevatron's JSONL, and the test qrels in TREC format."""
+    corpus, queries, qrels = folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels.txt"
     corpus.write_text("".join(json.dumps({"docid": d, "title": title, "text": text}) + "\n"
                               for d, (title, text) in PASSAGES.items()))
     queries.write_text("".join(json.dumps({"query_id": q, "query": QUERIES[q]}) + "\n" for q in TEST_QRELS))
     write_qrels(TEST_QRELS, qrels)
+    return corpus, queries, qrels
+
+
+def test_tevatron_jsonl_through_bm25_and_eval(tmp_path):
+    home = tmp_path / "home"
+    corpus, queries, qrels = write_tevatron_files(tmp_path)
     index, run = tmp_path / "tev.lucene", tmp_path / "tev.trec"
     ok(cli("ance_ir.bm25", "index", "--corpus", corpus, "--output", index, home=home))
     ok(cli("ance_ir.bm25", "search", "--index", index, "--topics", queries, "--output", run, home=home))
@@ -137,11 +143,7 @@ def test_tevatron_training_data_trains_a_model_that_encodes_searches_and_evaluat
     """Tevatron's training JSONL (a query with its positive and negative passages) as the groups data source,
     then the trained model through encode, search and eval on a Tevatron corpus and queries."""
     home = tmp_path / "home"
-    corpus, queries, qrels = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl", tmp_path / "qrels.txt"
-    corpus.write_text("".join(json.dumps({"docid": d, "title": title, "text": text}) + "\n"
-                              for d, (title, text) in PASSAGES.items()))
-    queries.write_text("".join(json.dumps({"query_id": q, "query": QUERIES[q]}) + "\n" for q in TEST_QRELS))
-    write_qrels(TEST_QRELS, qrels)
+    corpus, queries, qrels = write_tevatron_files(tmp_path)
 
     def passage(docid: str) -> dict:
         return {"docid": docid, "title": PASSAGES[docid][0], "text": PASSAGES[docid][1]}
