@@ -96,7 +96,7 @@ def test_cli_fuses_as_pyserini_on_many_tied_hits(tmp_path):
 
 @pytest.mark.parametrize("workers", [3, 64])
 def test_threads_change_nothing(tmp_path, monkeypatch, workers):
-    """The final sort and the writing split across threads give what one thread gives, ties included."""
+    """The pairs, the final sort and the writing split across threads give what one thread gives, ties included."""
     rng = random.Random(3)
     runs = [{f"q{q}": [(f"d{d}", float(rng.randint(0, 5))) for d in rng.sample(range(90), 60)]
              for q in rng.sample(range(40), 40)} for _ in range(2)]
