@@ -85,34 +85,38 @@ def section(source: str, pairs: int, texts: dict[str, str]) -> str:
 @dataclass(frozen=True)
 class Pretraining:
     """How a family pretrains: ``steps`` of 32 pairs with ``flags`` on top of the ``pretrain-*.yaml`` configs (which
-    hold bert-tiny's settings); ``encoder_flags`` encode a pretrained model (an MLM model has no dense settings)."""
+    hold bert-tiny's settings), and ``dense_flags`` for the starts that train a dense model (not MLM);
+    ``encoder_flags`` encode a pretrained model (an MLM model has no dense settings)."""
 
     steps: int
     flags: tuple[str, ...]
+    dense_flags: tuple[str, ...]
     encoder_flags: tuple[str, ...]
 
 
 PRETRAINING = {
-    "bert-tiny": Pretraining(500, (), ("--pooling", "mean", "--no-normalize")),
-    "minilm": Pretraining(100, ("--model", "minilm", "--normalize", "--temperature", "0.05", "--lr", "2e-5",
-                                "--precision", "bf16"), ("--pooling", "mean", "--normalize")),
+    "bert-tiny": Pretraining(500, (), (), ("--pooling", "mean", "--no-normalize")),
+    "minilm": Pretraining(100, ("--model", "minilm", "--lr", "2e-5", "--precision", "bf16"),
+                          ("--normalize", "--temperature", "0.05"), ("--pooling", "mean", "--normalize")),
 }
 
 
 @dataclass(frozen=True)
 class Start:
     """A pretraining run: ``configs/rag24-mini/CONFIG.yaml`` from the family's model or the model of start
-    ``after``; ``joint``: the groups file the config trains on holds these sources' pairs."""
+    ``after``; ``joint``: the groups file the config trains on holds these sources' pairs; ``dense``: whether it
+    trains a dense model (MLM trains a masked-language model, which takes no dense settings)."""
 
     name: str
     label: str
     config: str
     after: str | None = None
     joint: tuple[str, ...] = ()
+    dense: bool = True
 
 
 STARTS = [
-    Start("mlm", "MLM (domain-adaptive, on the corpus)", "pretrain-mlm"),
+    Start("mlm", "MLM (domain-adaptive, on the corpus)", "pretrain-mlm", dense=False),
     Start("ict", "ICT", "pretrain-ict"),
     Start("bfs", "BFS", "pretrain-bfs"),
     Start("wlp", "WLP (title links)", "pretrain-wlp"),
@@ -147,9 +151,9 @@ def pretrained(family: str, start: Start, seed: int) -> Path:
     spec = PRETRAINING[family]
     run = work(family, f"{start.name}.seed{seed}")
     if not trained(run, spec.steps).is_dir():
-        command = ["ance_ir.train", "--config", f"configs/rag24-mini/{start.config}.yaml", *spec.flags, "--seed",
-                   str(seed), "--output", str(run), "--max-steps", str(spec.steps), "--refresh-every", "0",
-                   "--no-progress"]
+        command = ["ance_ir.train", "--config", f"configs/rag24-mini/{start.config}.yaml", *spec.flags,
+                   *(spec.dense_flags if start.dense else ()), "--seed", str(seed), "--output", str(run),
+                   "--max-steps", str(spec.steps), "--refresh-every", "0", "--no-progress"]
         if start.after:
             command += ["--model", str(pretrained(family, next(s for s in STARTS if s.name == start.after), seed))]
         if start.joint:
