@@ -190,7 +190,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
               f"```bash\npython -m experiments.rag24_negatives run --family {family} --seeds {seeds_text}\n"
               f"python -m experiments.rag24_negatives report --family {family} --seeds {seeds_text} "
               f"--output {output}\n```")
-    write_section(output, f"negatives-{family}", body)
+    write_section(output, f"negatives-{family}-seeds-{'-'.join(map(str, seeds))}", body)
 
 
 def main() -> None:
