@@ -144,7 +144,7 @@ def add_import_argument(parser: argparse.ArgumentParser) -> None:
     """``--import FILE_OR_MODULE`` (repeatable): plugins that register components, loaded by :func:`run_cli`."""
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE_OR_MODULE",
                         help="import this plugin file or module first (it registers model kinds, sources, ...); "
-                             "repeatable; ANCE_IR_IMPORTS does the same for every command")
+                             "repeatable; ANCE_IR_IMPORTS does the same")
 
 
 def load_cli_plugins(imports: list[str]) -> None:

@@ -1,9 +1,10 @@
 """Plugins: Python files or modules that register components (tasks, losses, samplers, candidate sources,
 data sources, model kinds) with the package's decorator registries when imported.
 
-A training config names them under ``imports:``; every CLI takes ``--import FILE_OR_MODULE`` (repeatable);
-``ANCE_IR_IMPORTS`` (paths or modules separated by ``os.pathsep``) applies to every command, including the
-processes a command starts itself (the ANCE inferencer).
+A training config names them under ``imports:``; the CLIs that load registered components (train, encode, search,
+rerank, negatives, expand) take ``--import FILE_OR_MODULE`` (repeatable); ``ANCE_IR_IMPORTS`` (paths or modules
+separated by ``os.pathsep``) applies to those commands too, including the processes they start themselves (the ANCE
+inferencer).
 """
 
 from __future__ import annotations
