@@ -1,5 +1,6 @@
-"""Components from outside the package: a task, a loss, a sampler, a candidate source and a model kind, each one
-file in tests/plugins/, registered by importing it, then trained, encoded and searched with through the CLIs."""
+"""Components from outside the package: a task, a loss, a sampler, a candidate source, a model kind and a data
+source, each one file in tests/plugins/, registered by importing it, then trained, encoded and searched with through
+the CLIs."""
 
 from __future__ import annotations
 
@@ -99,6 +100,34 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
                          "--output", str(tmp_path / "x.trec"))
     assert refused.returncode == 2 and "unknown model kind 'test-maxpool'" in refused.stderr
     assert not (tmp_path / "x.trec").exists()
+
+
+def test_plugin_data_source_trains(toy_collection, tmp_path):
+    """The data source's pairs are what training reads, and a config naming it trains through the CLI."""
+    source = str(PLUGINS / "lead_source.py")
+    settings = {
+        "output": str(tmp_path / "run"), "seed": 3, "device": "cpu", "threads": 1, "progress": False,
+        "log_every": 1, "imports": [source],
+        "model": {"name": str(make_tiny_bert(tmp_path / "bert")), "query_max_length": 16,
+                  "passage_max_length": 16},
+        "data": {"source": "test-lead", "corpus": str(toy_collection["corpus"]), "words": 2},
+        "negatives": {"name": "inbatch"}, "task": {"batch_size": 4}, "loss": {"name": "nll"},
+        "refresh": {"every": 0}, "optim": {"lr": 1e-3, "max_steps": 2},
+    }
+    path = tmp_path / "lead.yaml"
+    path.write_text(yaml.safe_dump(settings))
+
+    load_plugins([source])
+    data = TrainData.load(build_config(path, {}))
+    assert data.pairs == [(f"lead-{d}", d) for d in TOY_PASSAGES]
+    assert data.queries == {f"lead-{d}": " ".join(t.split()[:2]) for d, t in TOY_PASSAGES.items()}
+
+    trained = run_module("ance_ir.train", "--config", str(path))
+    assert trained.returncode == 0, trained.stderr
+    saved = json.loads(RunDir(tmp_path / "run").config.read_text())
+    assert saved["data"]["source"] == "test-lead" and saved["data"]["words"] == 2
+    losses = [r["loss"] for r in map(json.loads, RunDir(tmp_path / "run").log.read_text().splitlines()) if "loss" in r]
+    assert len(losses) == 2 and all(np.isfinite(losses))
 
 
 def test_unknown_plugin_option_names_the_line(plugin_config):
