@@ -12,15 +12,16 @@ first-line`` links a passage to the pages whose titles (their first segment's fi
     python -m experiments.rag24_pretrain report --family bert-tiny --seeds 1 --output docs/pretraining-rag24.md
 
 ``run`` pretrains ``bert-tiny`` (its MLM start; ``--family minilm``: all-MiniLM-L6-v2) with each task alone
-(``configs/rag24-mini/pretrain-TASK.yaml``, seed N; ``PRETRAINING``: bert-tiny 500 steps of 32 pairs, minilm 100 with
-its own temperature, learning rate and normalised vectors), and with ICT + BFS + WLP jointly (``pretrain-joint.yaml``:
-the three sources' pairs of seed N in one groups file, batches drawn from all three); MLM → SimCSE runs SimCSE from
-the MLM model (the survey's domain-adaptive MLM before SimCSE). Each model is then searched zero-shot and
-fine-tuned with two of Table 1's recipes of the family, unchanged but for the start: in-batch (bert-tiny: 600
-steps) and BM25 → ANCE (bert-tiny: 300 BM25 Neg steps of the 600-step schedule, then 300 ANCE steps). The rows
-without pretraining are Table 1's committed runs (the same commands from the family's model). Runs go to
-``runs/rag24/pretrain/FAMILY/`` (committed), models and indexes to ``train-runs/pretrain/FAMILY/`` (git-ignored);
-finished steps are skipped, so an interrupted run continues.
+(``configs/rag24-mini/pretrain-TASK.yaml``, seed N; ``PRETRAINING``: bert-tiny 500 steps of 32 pairs, minilm 100
+with its own temperature, learning rate and normalised vectors), and with ICT + BFS + WLP jointly
+(``pretrain-joint.yaml``: the three sources' pairs of seed N in one groups file, batches drawn from all three); MLM
+→ SimCSE runs SimCSE from the MLM model (the survey's domain-adaptive MLM before SimCSE); "MLM, the head trained
+alone for the first half" is MLM with ``task.head_warmup_steps`` half its steps (MiniLM's checkpoint has no MLM
+head: a new one is trained). Each model is then searched zero-shot and fine-tuned with two of Table 1's recipes of
+the family, unchanged but for the start: in-batch (bert-tiny: 600 steps) and BM25 → ANCE (bert-tiny: 300 BM25 Neg
+steps of the 600-step schedule, then 300 ANCE steps). The rows without pretraining are Table 1's committed runs (the
+same commands from the family's model). Runs go to ``runs/rag24/pretrain/FAMILY/`` (committed), models and indexes
+to ``train-runs/pretrain/FAMILY/`` (git-ignored); finished steps are skipped, so an interrupted run continues.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ PRETRAINING = {
 class Start:
     """A pretraining run: ``configs/rag24-mini/CONFIG.yaml`` from the family's model or the model of start
     ``after``; ``joint``: the groups file the config trains on holds these sources' pairs; ``dense``: whether it
-    trains a dense model (MLM trains a masked-language model, which takes no dense settings)."""
+    trains a dense model (MLM trains a masked-language model, which takes no dense settings); ``head_warmup``: the
+    first half of the steps train the MLM head alone (``task.head_warmup_steps``: a new head, as MiniLM's)."""
 
     name: str
     label: str
@@ -113,10 +115,13 @@ class Start:
     after: str | None = None
     joint: tuple[str, ...] = ()
     dense: bool = True
+    head_warmup: bool = False
 
 
 STARTS = [
     Start("mlm", "MLM (domain-adaptive, on the corpus)", "pretrain-mlm", dense=False),
+    Start("mlm-warm", "MLM, the head trained alone for the first half", "pretrain-mlm", dense=False,
+          head_warmup=True),
     Start("ict", "ICT", "pretrain-ict"),
     Start("bfs", "BFS", "pretrain-bfs"),
     Start("wlp", "WLP (title links)", "pretrain-wlp"),
@@ -158,6 +163,8 @@ def pretrained(family: str, start: Start, seed: int) -> Path:
             command += ["--model", str(pretrained(family, next(s for s in STARTS if s.name == start.after), seed))]
         if start.joint:
             command += ["--set", f"data.groups={joint_pairs(family, start.joint, seed)}"]
+        if start.head_warmup:
+            command += ["--set", f"task.head_warmup_steps={spec.steps // 2}"]
         sh(py(*command))
     return trained(run, spec.steps)
 

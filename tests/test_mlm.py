@@ -136,6 +136,7 @@ def test_a_stopped_run_resumes_exactly(toy, tmp_path):
     ({"task.mask_share": -0.1}, "task.mask_share: must be in [0, 1]"),
     ({"task.mask_share": 0.8, "task.random_share": 0.3}, "task.random_share: mask_share + random_share"),
     ({"task.max_length": 2}, "task.max_length: must be at least 3"),
+    ({"task.head_warmup_steps": -1}, "task.head_warmup_steps: must not be negative, got -1"),
     ({"eval_topics": "TOPICS"}, "refresh.eval_topics: task mlm trains no retrieval model"),
     ({"task.name": "contrastive"}, "data.source: corpus brings passages and no (query, positive) pairs"),
 ])
@@ -183,3 +184,22 @@ def test_joint_settings_it_cannot_train_with(toy, tmp_path, changes, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         toy_config(toy, tmp_path / "run", negatives="random", eval_topics=None, eval_qrels=None, refresh_every=0,
                    **changes)
+
+
+def test_a_new_head_warms_up_alone_before_the_encoder_trains(toy, tmp_path):
+    """``task.head_warmup_steps``: for that many steps the encoder (and the decoder tied to its embeddings) stays
+    bit-identical while the new head's own weights move; after them the encoder trains too."""
+    run = tmp_path / "run"
+    train(toy_config(toy, run, save_every=1, **settings(toy, max_steps=3, **{"task.head_warmup_steps": 2})))
+    start = load_model(toy / "bert-nodrop", "mlm").mlm.state_dict()
+    steps = {int(c.name.split("-")[1]): load_file(c / "model.safetensors") for c in list_checkpoints(RunDir(run))}
+    encoder = [k for k in steps[2] if k.startswith("bert.") and not k.startswith("bert.pooler.")]
+    assert encoder and "bert.embeddings.word_embeddings.weight" in encoder
+    for step in (1, 2):
+        assert all(torch.equal(steps[step][k], start[k]) for k in encoder), step
+        assert not torch.equal(steps[step]["cls.predictions.transform.dense.weight"],
+                               start["cls.predictions.transform.dense.weight"])
+    assert not torch.equal(steps[3]["bert.encoder.layer.0.attention.self.query.weight"],
+                           start["bert.encoder.layer.0.attention.self.query.weight"])
+    assert not torch.equal(steps[3]["bert.embeddings.word_embeddings.weight"],
+                           start["bert.embeddings.word_embeddings.weight"])

@@ -85,13 +85,25 @@ class MaskedLM(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    def logits_at(self, inputs: Mapping[str, torch.Tensor], positions: torch.Tensor) -> torch.Tensor:
+    def logits_at(self, inputs: Mapping[str, torch.Tensor], positions: torch.Tensor,
+                  head_only: bool = False) -> torch.Tensor:
         """Vocabulary logits ``[N, V]`` of the ``N`` positions where ``positions`` (``[B, L]`` bool) is True; the
-        head runs on those positions only (not on ``B*L`` of them) when it is one module."""
+        head runs on those positions only (not on ``B*L`` of them) when it is one module.
+
+        ``head_only``: gradients reach only the head's own parameters: the backbone runs without a graph, and a
+        decoder tied to the input embeddings is used as a constant (a new head trained before the encoder)."""
         inputs = {k: v.to(self.device) for k, v in inputs.items()}
         positions = positions.to(self.device)
         head = mlm_head(self.mlm)
         if head is None:
+            if head_only:
+                raise ValueError(f"{type(self.mlm).__name__}: its MLM head is not one module, so it cannot train "
+                                 "alone")
             return self.mlm(**inputs).logits[positions]
-        hidden = self.mlm.base_model(**inputs).last_hidden_state
-        return head(hidden[positions])
+        if not head_only:
+            return head(self.mlm.base_model(**inputs).last_hidden_state[positions])
+        with torch.no_grad():
+            hidden = self.mlm.base_model(**inputs).last_hidden_state[positions]
+        backbone = {id(p) for p in self.mlm.base_model.parameters()}
+        tied = {name: p.detach() for name, p in head.named_parameters(remove_duplicate=False) if id(p) in backbone}
+        return torch.func.functional_call(head, tied, (hidden,))

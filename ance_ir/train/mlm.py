@@ -16,6 +16,11 @@ processes, and a resumed run (the order's position and the batch counter are in 
 a straight one. The model is kind ``mlm`` (:class:`~ance_ir.modeling.mlm.MaskedLM`): its ``final/`` is a plain
 Hugging Face folder that ``model.name: RUN/final`` loads as the backbone of any other kind.
 
+A checkpoint without an MLM head (a sentence-transformers model such as all-MiniLM-L6-v2) starts from a new one,
+whose first gradients are noise for the encoder; ``task.head_warmup_steps`` N trains the head's own parameters alone
+for the first N optimizer steps (the encoder, and a decoder tied to its input embeddings, stay as loaded), then
+everything (one process only).
+
 Jointly with a paragraph task (seed 003 trains MLM along with ICT, BFS and WLP): ``task.mlm_weight`` of the
 ``contrastive`` task adds that times the MLM loss of its batch's passages, masked the same way (:class:`PassageMLM`).
 """
@@ -115,8 +120,9 @@ class MaskedLMModule(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, inputs: Mapping[str, torch.Tensor], positions: torch.Tensor) -> torch.Tensor:
-        return self.model.logits_at(inputs, positions)
+    def forward(self, inputs: Mapping[str, torch.Tensor], positions: torch.Tensor,
+                head_only: bool = False) -> torch.Tensor:
+        return self.model.logits_at(inputs, positions, head_only)
 
 
 def mlm_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -134,7 +140,8 @@ class MLMTask(TrainingTask):
     name = "mlm"
     model_kind = "mlm"
     needs_pairs = False
-    options = {"mlm_probability": 0.15, "mask_share": 0.8, "random_share": 0.1, "max_length": 256}
+    options = {"mlm_probability": 0.15, "mask_share": 0.8, "random_share": 0.1, "max_length": 256,
+               "head_warmup_steps": 0}
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -149,11 +156,16 @@ class MLMTask(TrainingTask):
         self._module = MaskedLMModule(model)
         if model.head_initialised:
             ctx.log.write({"event": "mlm_head", "step": 0, "initialised": True})
+        if o["head_warmup_steps"] and ctx.dist.enabled:
+            raise ConfigError("task.head_warmup_steps", "trains the head alone in one process only (under torchrun "
+                              "every parameter must be in each step's graph)")
 
     @classmethod
     def check_config(cls, config: Any) -> None:
         o = config.task.options
         Masking.check(o)
+        if o["head_warmup_steps"] < 0:
+            raise ConfigError("task.head_warmup_steps", f"must not be negative, got {o['head_warmup_steps']}")
         if o["max_length"] < 3:
             raise ConfigError("task.max_length", f"must be at least 3 tokens, got {o['max_length']}")
         if config.refresh.eval_topics:
@@ -184,8 +196,9 @@ class MLMTask(TrainingTask):
              autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:
         inputs, labels = batch
         chosen = labels != IGNORE
+        step = (self.batches - 1) // self.ctx.config.optim.grad_accumulation  # next_batch has counted this batch
         with autocast():
-            logits = module(inputs, chosen)
+            logits = module(inputs, chosen, step < self.ctx.config.task.options["head_warmup_steps"])
         if not self.ctx.dist.enabled:
             return StepLoss(mlm_loss(logits, labels[chosen]))
         # the mean over the global batch's masked tokens
