@@ -37,6 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ance_ir.modeling.mlm import mlm_head
 from ance_ir.train.dataset import PairStream
 from ance_ir.train.hooks import TrainingHook
 from ance_ir.train.settings import ConfigError
@@ -159,6 +160,9 @@ class MLMTask(TrainingTask):
         if o["head_warmup_steps"] and ctx.dist.enabled:
             raise ConfigError("task.head_warmup_steps", "trains the head alone in one process only (under torchrun "
                               "every parameter must be in each step's graph)")
+        if o["head_warmup_steps"] and mlm_head(model.mlm) is None:
+            raise ConfigError("task.head_warmup_steps", f"{type(model.mlm).__name__}'s MLM head is not one module, "
+                                                        "so it cannot train alone")
 
     @classmethod
     def check_config(cls, config: Any) -> None:
