@@ -18,7 +18,8 @@ configs' bert-tiny settings replaced by the family's):
   plus in-batch negatives, NLL; denoised leaves out those scored above the median score of the judged positives
   (``configs/rag24-mini/rocketqa.yaml``).
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
-  negatives (``configs/rag24-mini/rocketqa-v2.yaml``).
+  negatives (``configs/rag24-mini/rocketqa-v2.yaml``), with bf16 autocast: in fp32 the ranker's forward and backward
+  over 64 pairs take about 13 s a step on a 2-core CPU (1.2 queries/s, ``docs/bench.md``, section 10).
 
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
 against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log. Every step is a package CLI,
@@ -53,7 +54,8 @@ FAMILY_FLAGS = {
 @dataclass(frozen=True)
 class Row:
     """``configs/rag24-mini/CONFIG.yaml`` from the model ``start`` (``warm`` or another row's name); ``groups``: on
-    the warm model's hard negatives scored by the cross-encoder teacher (``denoise``: RocketQA's threshold)."""
+    the warm model's hard negatives scored by the cross-encoder teacher (``denoise``: RocketQA's threshold);
+    ``flags``: the row's own ``ance_ir.train`` flags, after the family's."""
 
     name: str
     label: str
@@ -61,6 +63,7 @@ class Row:
     start: str = "warm"
     groups: bool = False
     denoise: bool = False
+    flags: tuple[str, ...] = ()
 
 
 ROWS = [
@@ -69,8 +72,8 @@ ROWS = [
     Row("star-adore", "STAR → ADORE (+C query-tower steps)", "adore", start="star"),
     Row("hard", "warm model's top-30 hard negatives + cross-batch (NLL)", "rocketqa", groups=True),
     Row("denoised", "RocketQA: the same, denoised by the cross-encoder", "rocketqa", groups=True, denoise=True),
-    Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder", "rocketqa-v2",
-        groups=True),
+    Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder (bf16)", "rocketqa-v2",
+        groups=True, flags=("--precision", "bf16")),
 ]
 
 
@@ -128,7 +131,7 @@ def train_row(family: str, row: Row, seed: int) -> None:
             if row.config == "rocketqa-v2":
                 where = [*where[:4], "--set", f"task.ranker={TEACHER / 'final'}"]
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
-              "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *where))
+              "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *row.flags, *where))
     index = start_index if adore else index_of(family, model / "final", f"{row.name}.seed{seed}")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(model / "log.jsonl", out.with_name(f"{row.name}.seed{seed}.log.jsonl"))
