@@ -17,6 +17,8 @@ configs' bert-tiny settings replaced by the family's):
 * hard / denoised (RocketQA): the warm model's top-30 negatives scored by the MiniLM cross-encoder, one per query
   plus in-batch negatives, NLL; denoised leaves out those scored above the median score of the judged positives
   (``configs/rag24-mini/rocketqa.yaml``).
+* hard-kl: a distilled student from the same start: 7 of those negatives a query plus in-batch negatives, KL to the
+  cross-encoder's scores over the query's own group plus NLL over every passage (``loss.label_weight``: 1).
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
   negatives (``configs/rag24-mini/rocketqa-v2.yaml``), with bf16 autocast: in fp32 the ranker's forward and backward
   over 64 pairs take about 13 s a step on a 2-core CPU (1.2 queries/s, ``docs/bench.md``, section 10).
@@ -72,6 +74,9 @@ ROWS = [
     Row("star-adore", "STAR → ADORE (+C query-tower steps)", "adore", start="star"),
     Row("hard", "warm model's top-30 hard negatives + cross-batch (NLL)", "rocketqa", groups=True),
     Row("denoised", "RocketQA: the same, denoised by the cross-encoder", "rocketqa", groups=True, denoise=True),
+    # a distilled student on the same footing: 7 of the hard negatives, KL to the teacher's scores + in-batch NLL
+    Row("hard-kl", "the same hard negatives (7) + in-batch, KL to the cross-encoder (distilled)", "rocketqa",
+        groups=True, flags=("--set", "loss.name=kl", "--set", "task.n_negatives=7", "--set", "loss.label_weight=1")),
     Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder (bf16)", "rocketqa-v2",
         groups=True, flags=("--precision", "bf16")),
 ]
