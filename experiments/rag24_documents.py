@@ -69,11 +69,16 @@ def run_path(row: str, variant: str, seed: int | None = None) -> Path:
     return RUNS / f"{stem}.{variant}.test.trec.gz"
 
 
-def prepare() -> None:
-    """Documents, document qrels and each model's FirstP and MaxP windows."""
-    if not TRAIN_QRELS.is_file():
+def derive() -> None:
+    """The documents and the document qrels (git-ignored: derived again on a new machine)."""
+    if not (TRAIN_QRELS.is_file() and TEST_QRELS.is_file()):
         sh(py("ance_ir.documents", "derive", "--corpus", "rag24-mini", "--qrels", "rag24-mini-test",
               "rag24-mini-train", "--output", str(WORK)))
+
+
+def prepare() -> None:
+    """Documents, document qrels and each model's FirstP and MaxP windows."""
+    derive()
     for model in MODELS.values():
         for variant, passages in (("firstp", "1"), ("maxp", "4")):
             if not windows(model, variant).is_file():
@@ -177,6 +182,7 @@ def report(seeds: list[int], output: str) -> None:
 
     from bench.common import write_section
 
+    derive()
     rows = ["bm25.whole", "bm25.maxp", "deepct.whole", "hdct.whole"]
     rows += [f"{model}-zero-shot.{v}" for model in MODELS for v in ("firstp", "maxp")]
     rows += [f"{row}.seed{seed}.{v}" for row in TRAINED for seed in seeds for v in ("firstp", "maxp")]
