@@ -20,8 +20,8 @@ configs' bert-tiny settings replaced by the family's):
 * hard-kl: a distilled student from the same start: 7 of those negatives a query plus in-batch negatives, KL to the
   cross-encoder's scores over the query's own group plus NLL over every passage (``loss.label_weight``: 1).
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
-  negatives (``configs/rag24-mini/rocketqa-v2.yaml``), with bf16 autocast: in fp32 the ranker's forward and backward
-  over 64 pairs take about 13 s a step on a 2-core CPU (1.2 queries/s, ``docs/bench.md``, section 10).
+  negatives (``configs/rag24-mini/rocketqa-v2.yaml``), both models under bf16 autocast: the ranker's forward and
+  backward over 64 pairs are the step's cost (1.2 queries/s in fp32, ``docs/bench.md``, section 10).
 
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
 against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log. Every step is a package CLI,
