@@ -105,6 +105,11 @@ def warm_model(family: str, seed: int) -> Path:
     return checkpoint
 
 
+def model_dir(family: str, row: str, seed: int) -> Path:
+    """The run folder ``ance_ir.train`` writes for ``row`` (its ``final/`` model; RocketQAv2's ``ranker/``)."""
+    return WORK / family / f"{row}.seed{seed}"
+
+
 def index_of(family: str, model: Path, name: str) -> Path:
     """The dense index of ``model`` (encoded when missing)."""
     index = WORK / family / "indexes" / name
@@ -123,9 +128,9 @@ def train_row(family: str, row: Row, seed: int) -> None:
         start_index = index_of(family, start, f"warm.seed{seed}")
     else:
         train_row(family, next(r for r in ROWS if r.name == row.start), seed)
-        start = WORK / family / f"{row.start}.seed{seed}" / "final"
+        start = model_dir(family, row.start, seed) / "final"
         start_index = index_of(family, start, f"{row.start}.seed{seed}")
-    model = WORK / family / f"{row.name}.seed{seed}"
+    model = model_dir(family, row.name, seed)
     adore = row.config == "adore"
     if not (model / "final").is_dir():
         where = ["--set", f"task.index={start_index}", "--model", str(start)] if adore else [
@@ -183,7 +188,7 @@ def rerank_with_ranker(family: str, seed: int) -> None:
     if not out.is_file():
         sh(py("ance_ir.rerank", "--run", str(ROOT / "runs" / "rag24" / "hybrid.test.trec.gz"), "--topics",
               "rag24-mini-test", "--corpus", "rag24-mini", "--model",
-              str(WORK / family / f"rocketqa-v2.seed{seed}" / "ranker"), "--depth", "100", "--hits", "100",
+              str(model_dir(family, "rocketqa-v2", seed) / "ranker"), "--depth", "100", "--hits", "100",
               "--quiet", "--output", str(out)))
 
 
