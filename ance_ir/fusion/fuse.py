@@ -97,12 +97,27 @@ class _Pairs:
 
     def ranked(self, scores: np.ndarray, k: int | None) -> RunTable:
         """The pairs as a run: queries in order of first appearance, best score first, ties by docid, cut to ``k``."""
-        docids = self._docids.take(self.docid)
-        order = _ranked_order(pa.table({"query": self.query, "score": scores, "docid": docids}), self.query)
+        query, docid = self.query, self.docid
+        if k is not None:  # only pairs that can make a query's top k are sorted: about half of two runs' union
+            keep = _at_least_kth(query, scores, k, self.queries)
+            query, docid, scores = query[keep], docid[keep], scores[keep]
+        docids = self._docids.take(docid)
+        order = _ranked_order(pa.table({"query": query, "score": scores, "docid": docids}), query)
         if k is not None:
-            query = self.query[order]
-            order = order[ranks_in_groups(np.flatnonzero(np.diff(query)) + 1, len(query)) <= k]
-        return RunTable(self._qids.take(self.query[order]), docids.take(order), scores[order])
+            ordered = query[order]
+            order = order[ranks_in_groups(np.flatnonzero(np.diff(ordered)) + 1, len(ordered)) <= k]
+        return RunTable(self._qids.take(query[order]), docids.take(order), scores[order])
+
+
+def _at_least_kth(query: np.ndarray, scores: np.ndarray, k: int, queries: int) -> np.ndarray:
+    """The rows whose score is at least their query's ``k``-th best (all rows of a query with ``k`` or fewer);
+    ``query`` is sorted."""
+    starts = np.searchsorted(query, np.arange(queries + 1))
+    kth = np.full(queries, -np.inf)
+    for q in np.flatnonzero(np.diff(starts) > k):
+        part = scores[starts[q]:starts[q + 1]]
+        kth[q] = np.partition(part, len(part) - k)[len(part) - k]
+    return np.flatnonzero(scores >= kth[query])
 
 
 def _ranked_order(table: pa.Table, query: np.ndarray) -> np.ndarray:
