@@ -98,7 +98,7 @@ class _Pairs:
     def ranked(self, scores: np.ndarray, k: int | None) -> RunTable:
         """The pairs as a run: queries in order of first appearance, best score first, ties by docid, cut to ``k``."""
         query, docid = self.query, self.docid
-        if k is not None and k > 0:  # only pairs that can make a query's top k are sorted: about half of two runs' union
+        if k is not None and k > 0:  # sort only pairs that can make a query's top k: about half of two runs' union
             keep = _at_least_kth(query, scores, k, self.queries)
             query, docid, scores = query[keep], docid[keep], scores[keep]
         docids = self._docids.take(docid)
