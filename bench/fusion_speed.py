@@ -106,7 +106,7 @@ def main() -> None:
     lines += [f"| {label} | {ours:.2f} | {theirs:.2f} | {theirs / ours:.1f}x |" for label, ours, theirs in rows]
     speedup, over_pyserini = (end_to_end[peer] / end_to_end["ance-ir"] for peer in ("before", "Pyserini"))
     verdict = (f"Acceptance (issue 11), the fusion CLI at least 10x faster than before on large runs: "
-               f"{'yes' if speedup >= 10 else 'no'} ({speedup:.1f}x; {over_pyserini:.1f}x Pyserini's CLI).")
+               f"{'yes' if speedup >= 10 else 'no'} ({speedup:.2f}x; {over_pyserini:.2f}x Pyserini's CLI).")
     body = (f"## 11. Fusion of large runs ({args.queries:,} queries x {args.hits:,} hits)\n\n"
             + __doc__.split("\n\n")[1] + "\n\n" + "\n".join(lines) + "\n\n" + verdict + "\n\n"
             + provenance(load))
