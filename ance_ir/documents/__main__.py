@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
-from ance_ir.data import read_run, write_run
+from ance_ir.data import InputError, read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
 from ance_ir.datasets import resolve_corpus, resolve_qrels
@@ -34,9 +36,25 @@ def _stem(name: str) -> str:
     return Path(name).name.removesuffix(".gz").removesuffix(".txt").removesuffix(".tsv")
 
 
+def _non_empty(value: str) -> str:
+    if not value:
+        raise argparse.ArgumentTypeError("expected a non-empty string")
+    return value
+
+
+def _check_split_ids(ids: Iterable[str], delimiter: str, source: str | Path) -> None:
+    """Refuse passage ids none of which has ``delimiter``: every passage would be a document of its own."""
+    if not any(delimiter in docid for docid in ids):
+        raise InputError(source, f"no passage id contains the delimiter {delimiter!r} (ids DOC{delimiter}N), so no "
+                                 "passages join into a document; see --delimiter")
+
+
 def _derive(args: argparse.Namespace) -> None:
     check_output(args.output, folder=True)
-    documents = documents_from_segments(iter_corpus(resolve_corpus(args.corpus)), args.delimiter)
+    corpus = resolve_corpus(args.corpus)
+    segments = list(iter_corpus(corpus))
+    _check_split_ids((segment.docid for segment in segments), args.delimiter, corpus)
+    documents = documents_from_segments(segments, args.delimiter)
     qrels = {name: document_qrels(resolve_qrels(name), args.delimiter) for name in args.qrels}
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
@@ -53,16 +71,33 @@ def _split(args: argparse.Namespace) -> None:
     from ance_ir.modeling.resolve import resolve_model_path
 
     check_output(args.output)
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(args.tokenizer))
+    model = resolve_model_path(args.tokenizer)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    positions, special = _positions(model, tokenizer), tokenizer.num_special_tokens_to_add()
+    if args.length > positions - special:
+        raise ValueError(f"--length: at most the model's {positions} positions less its {special} special tokens, "
+                         f"{positions - special}, got {args.length}")
     documents = iter_corpus(resolve_corpus(args.corpus))
     n = write_corpus(split_documents(documents, tokenizer, args.length, args.stride or args.length,
                                      args.max_passages, args.delimiter), args.output)
     print(f"wrote {args.output}: {n} passages", file=sys.stderr)
 
 
+def _positions(model: str | Path, tokenizer: Any) -> int:
+    """The tokens a window of ``model`` can hold: its position embeddings, else the tokenizer's limit."""
+    from transformers import AutoConfig
+
+    try:
+        return min(tokenizer.model_max_length, AutoConfig.from_pretrained(model).max_position_embeddings)
+    except (OSError, ValueError, AttributeError):  # a tokenizer without a model config
+        return tokenizer.model_max_length
+
+
 def _pool(args: argparse.Namespace) -> None:
     check_output(args.output)
-    pooled = pool_run(read_run(args.run), args.pooling, args.hits, args.delimiter)
+    run = read_run(args.run)
+    _check_split_ids((docid for ranking in run.values() for docid, _ in ranking), args.delimiter, args.run)
+    pooled = pool_run(run, args.pooling, args.hits, args.delimiter)
     write_run(pooled, args.output, tag=args.run_tag or Path(args.output).name.split(".")[0])
     print(f"wrote {args.output}: {len(pooled)} queries", file=sys.stderr)
 
@@ -91,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     pool.add_argument("--output", required=True, help="TREC run file to write")
     pool.add_argument("--run-tag", help="run tag (default: the output file's stem)")
     for command in (derive, split, pool):
-        command.add_argument("--delimiter", default=DEFAULT_DELIMITER,
+        command.add_argument("--delimiter", type=_non_empty, default=DEFAULT_DELIMITER,
                              help=f"separates a document id from the rest of a passage id "
                                   f"(default {DEFAULT_DELIMITER})")
     args = parser.parse_args(argv)

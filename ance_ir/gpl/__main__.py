@@ -76,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42, help="sampling and training seed (default 42)")
     args = parser.parse_args(argv)
 
-    encoder = _index_encoder(args.retriever)  # the retriever index is read before any work
+    encoder = _index_encoder(args.retriever)  # the inputs are checked before any work
     start = args.model or encoder
     if start is None:
         raise ValueError(f"{args.retriever}: its meta.json names no encoder; pass --model")
+    _check_inputs(args, start)
     check_output(args.output, folder=True)
     out = Path(args.output)
     settings = {"corpus": args.corpus, "generator": args.generator, "retriever": args.retriever,
@@ -144,6 +145,24 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
                                             args.corpus, "--groups", str(scored), "--seed",
                                             str(args.seed), "--output", str(model), *steps], timings)
+
+
+def _check_inputs(args: argparse.Namespace, start: str) -> None:
+    """What the later stages read, checked up front: a bad input found by stage 4 would cost stages 1-3 first."""
+    from ance_ir.datasets import resolve_corpus
+    from ance_ir.modeling.kinds import saved_kind
+    from ance_ir.modeling.resolve import check_loadable, resolve_model_path
+
+    resolve_corpus(args.corpus)
+    if not Path(args.train_config).is_file():
+        raise InputError(args.train_config, "no such training config file")
+    for flag, name, kind in (("--generator", args.generator, "generator"),
+                             ("--cross-encoder", args.cross_encoder, "cross-encoder"), ("--model", start, None)):
+        path = resolve_model_path(name)
+        check_loadable(path)
+        recorded = saved_kind(path) if Path(path).is_dir() else None
+        if kind is not None and recorded not in (None, kind):
+            raise ValueError(f"{flag}: {name} is a {recorded!r} model, expected a {kind!r} model")
 
 
 def _index_encoder(index: str) -> str | None:

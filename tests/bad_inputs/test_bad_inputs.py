@@ -18,11 +18,15 @@ from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, make_tiny_bert
 from ance_ir.bm25.__main__ import main as bm25_main
 from ance_ir.cli import run_cli
 from ance_ir.datasets.__main__ import main as datasets_main
+from ance_ir.documents.__main__ import main as documents_main
 from ance_ir.encode.__main__ import main as encode_main
 from ance_ir.eval.__main__ import main as eval_main
 from ance_ir.expand.__main__ import main as expand_main
 from ance_ir.fusion.__main__ import main as fusion_main
+from ance_ir.gpl.__main__ import main as gpl_main
 from ance_ir.negatives.__main__ import main as negatives_main
+from ance_ir.plot.__main__ import main as plot_main
+from ance_ir.pretrain_data.__main__ import main as pretrain_data_main
 from ance_ir.rerank.__main__ import main as rerank_main
 from ance_ir.search.__main__ import main as search_main
 from ance_ir.train.__main__ import main as train_main
@@ -30,7 +34,8 @@ from ance_ir.train.__main__ import main as train_main
 FILES = Path(__file__).resolve().parent / "files"
 MAINS = {"bm25": bm25_main, "encode": encode_main, "search": search_main, "fusion": fusion_main, "eval": eval_main,
          "train": train_main, "negatives": negatives_main, "rerank": rerank_main, "datasets": datasets_main,
-         "expand": expand_main}
+         "expand": expand_main, "documents": documents_main, "gpl": gpl_main, "pretrain_data": pretrain_data_main,
+         "plot": plot_main}
 
 NOT_UTF8_AT_151 = b"".join(b"d%d\tpassage number %d\n" % (i, i) for i in range(1, 151)) + b"d151\tcaf\xe9\n"
 TRAIN_YAML = ("output: {T}/run\nmodel: {W}/model\ncorpus: {W}/corpus.jsonl\ntrain_topics: {W}/topics.tsv\n"
@@ -54,6 +59,12 @@ EVAL = "--qrels {W}/qrels.txt --run {W}/run.trec"
 NEGATIVES = "--topics {W}/topics.tsv --qrels {W}/qrels.txt --corpus {W}/corpus.jsonl --output {T}/groups.jsonl"
 EXPAND = "--corpus {W}/corpus.jsonl --generator {W}/gen --output {T}/x.jsonl"
 JUDGED = "--corpus {W}/corpus.jsonl --topics {W}/topics.tsv --qrels {W}/qrels.txt --output {T}/x.jsonl"
+SEGMENTS = {"seg.jsonl": '{"id": "a#0", "contents": "x"}\n{"id": "a#1", "contents": "y"}\n'}
+SPLIT = "split --corpus {W}/corpus.jsonl --tokenizer {W}/model --output {T}/s.jsonl"
+POOL = "pool --run {W}/run.trec --output {T}/p.trec"
+GPL = ("--corpus {W}/corpus.jsonl --generator {W}/gen --retriever {W}/dense --cross-encoder {W}/ce "
+       "--output {T}/gpl")
+PRETRAIN = "ict --corpus {W}/corpus.jsonl --output {T}/p.jsonl"
 RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl --model {W}/ce --output {T}/ce.trec"
 
 CASES = {
@@ -291,6 +302,64 @@ CASES = {
                              "{F}/qrels_grade.txt:2", "relevance 'high' is not an integer"),
     "expand-nothing-judged": Case("expand", JUDGED.replace("{W}/qrels.txt", "{F}/qrels_no_positive.txt"), "",
                                   "no passage is judged >= 1"),
+    # documents
+    "documents-derive-missing-corpus": Case("documents", "derive --corpus {T}/nope.jsonl --output {T}/d",
+                                            "{T}/nope.jsonl", "no such corpus file"),
+    "documents-derive-no-segment-ids": Case("documents", "derive --corpus {W}/corpus.jsonl --output {T}/d",
+                                            "{W}/corpus.jsonl", "no passage id contains the delimiter '#'"),
+    "documents-derive-bad-qrels": Case("documents", "derive --corpus {T}/seg.jsonl --qrels {F}/qrels_grade.txt "
+                                       "--output {T}/d", "{F}/qrels_grade.txt:2", "relevance 'high' is not an integer",
+                                       SEGMENTS),
+    "documents-derive-output-is-a-file": Case("documents", "derive --corpus {T}/seg.jsonl --output {T}/d", "{T}/d",
+                                              "exists and is not a folder", {**SEGMENTS, "d": "a file"}),
+    "documents-empty-delimiter": Case("documents", POOL + " --delimiter=", "",
+                                      "argument --delimiter: expected a non-empty string"),
+    "documents-split-length-past-positions": Case("documents", SPLIT + " --length 63", "",
+                                                  "at most the model's 64 positions less its 2 special tokens, 62"),
+    "documents-split-stride-0": Case("documents", SPLIT + " --stride 0", "", "argument --stride"),
+    "documents-split-missing-tokenizer": Case("documents", SPLIT.replace("{W}/model", "{T}/model"), "",
+                                              "model directory"),
+    "documents-split-output-is-a-folder": Case("documents", SPLIT, "{T}/s.jsonl", "is a folder",
+                                               {"s.jsonl": None}),
+    "documents-pool-no-segment-ids": Case("documents", POOL, "{W}/run.trec", "no passage id contains the delimiter"),
+    "documents-pool-nan-score": Case("documents", POOL.replace("{W}/run.trec", "{F}/run_nan.trec"),
+                                     "{F}/run_nan.trec:2", "not a finite number"),
+    "documents-pool-hits-0": Case("documents", POOL + " --hits 0", "", "argument --hits"),
+    # gpl: every input checked before the first stage
+    "gpl-retriever-not-an-index": Case("gpl", GPL.replace("{W}/dense", "{W}/model"), "{W}/model/index", "missing"),
+    "gpl-missing-corpus": Case("gpl", GPL.replace("{W}/corpus.jsonl", "{T}/nope.jsonl"), "{T}/nope.jsonl",
+                               "no such corpus file"),
+    "gpl-generator-of-another-kind": Case("gpl", GPL.replace("{W}/gen", "{W}/ce"), "",
+                                          "is a 'cross-encoder' model, expected a 'generator' model"),
+    "gpl-cross-encoder-of-another-kind": Case("gpl", GPL.replace("{W}/ce", "{W}/gen"), "",
+                                              "is a 'generator' model, expected a 'cross-encoder' model"),
+    "gpl-missing-cross-encoder": Case("gpl", GPL.replace("{W}/ce", "{T}/ce"), "", "model directory"),
+    "gpl-missing-train-config": Case("gpl", GPL + " --train-config {T}/nope.yaml", "{T}/nope.yaml",
+                                     "no such training config file"),
+    "gpl-output-is-a-file": Case("gpl", GPL, "{T}/gpl", "exists and is not a folder", {"gpl": "a file"}),
+    "gpl-depth-0": Case("gpl", GPL + " --depth 0", "", "argument --depth"),
+    # pretrain_data
+    "pretrain-data-missing-corpus": Case("pretrain_data", PRETRAIN.replace("{W}/corpus", "{T}/nope"),
+                                         "{T}/nope.jsonl", "no such corpus file"),
+    "pretrain-data-option-without-value": Case("pretrain_data", PRETRAIN + " --option sentences", "",
+                                               "expected KEY=VALUE"),
+    "pretrain-data-unknown-option": Case("pretrain_data", PRETRAIN + " --option nosuch=1", "",
+                                         "data.nosuch: unknown setting"),
+    "pretrain-data-bad-option-value": Case("pretrain_data", PRETRAIN.replace("ict", "wlp") + " --option titles=x",
+                                           "", "data.titles: must be one of"),
+    "pretrain-data-sample-0": Case("pretrain_data", PRETRAIN + " --sample 0", "", "argument --sample"),
+    "pretrain-data-output-is-a-folder": Case("pretrain_data", PRETRAIN, "{T}/p.jsonl", "is a folder",
+                                             {"p.jsonl": None}),
+    "pretrain-data-no-pairs": Case("pretrain_data", PRETRAIN, "{W}/corpus.jsonl", "no ict training pairs"),
+    "pretrain-data-qgen-without-queries": Case("pretrain_data", PRETRAIN.replace("ict", "qgen"), "",
+                                               "data.queries: QGen trains on generated queries"),
+    "pretrain-data-topics-without-qrels": Case("pretrain_data", PRETRAIN + " --topics-out {T}/t.tsv", "",
+                                               "--topics-out and --qrels-out go together"),
+    # plot
+    "plot-missing-run": Case("plot", "{T}/nope", "{T}/nope/log.jsonl", "no such training log"),
+    "plot-malformed-log": Case("plot", "{T}/run", "{T}/run/log.jsonl:1", "malformed JSON",
+                               {"run": None, "run/log.jsonl": "{bad\n"}),
+    "plot-several-runs-without-output": Case("plot", "{T}/a {T}/b", "", "--output is needed"),
     # datasets
     "datasets-unknown-name": Case("datasets", "fetch nosuch", "", "argument name: invalid choice: 'nosuch'"),
     "datasets-no-command": Case("datasets", "", "", "the following arguments are required"),
