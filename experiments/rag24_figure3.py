@@ -11,14 +11,24 @@ positives of the training topics (in-batch negatives are the other queries' posi
 passages and random ones in turn; ANCE, the search of the checkpoint whose negatives ANCE trained on last (the
 version its log records at the last step). ``python -m ance_ir.plot.scores`` draws the figure and prints each
 overlap.
+
+    python -m experiments.rag24_figure3 --curve --seed 2 --output docs/figure3-overlap.png
+
+``--curve`` draws the same overlap over training instead (``python -m ance_ir.plot.overlap``): each row's checkpoints
+at ``CURVE_STEPS`` of its 300 steps after the warm-up (a row trained here saves one every 100 steps) search the
+test topics (``runs/rag24/figure3/curve/ROW.seedN.step-S.test.trec.gz``, committed, with the curves file
+``runs/rag24/figure3/curves.seedN.json``), against the negatives run above for Rand, NCE and BM25 + Rand, and for
+ANCE against the search of the checkpoint whose negatives it was training on at that step (step 0: the warm-up).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 from ance_ir.data import iter_corpus, read_run, write_run
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
@@ -29,13 +39,19 @@ FAMILY = "bert-tiny"
 PANELS = {"bm25-rand": "BM25 → Rand Neg", "bm25-nce": "BM25 → NCE Neg", "bm25-bm25-and-rand": "BM25 → BM25 + Rand",
           "ance": "ANCE"}
 DEPTH = 100
+CURVE_STEPS = (100, 200, 300)
+
+
+def trained(row: str, seed: int) -> Path:
+    """The row's final checkpoint (trained when missing, with a checkpoint every refresh interval)."""
+    family = FAMILIES[FAMILY]
+    return trained_model(family, FAMILY, next(r for r in ROWS if r.name == row), seed,
+                         ("--save-every", str(family.refresh_every)))
 
 
 def model(row: str, seed: int) -> str:
     """The dense index of the row's final checkpoint (trained and encoded when missing)."""
-    family = FAMILIES[FAMILY]
-    checkpoint = trained_model(family, FAMILY, next(r for r in ROWS if r.name == row), seed)
-    evaluate_model(family, FAMILY, str(checkpoint), row, seed)
+    evaluate_model(FAMILIES[FAMILY], FAMILY, str(trained(row, seed)), row, seed)
     return str(work(FAMILY, "indexes", f"{row}.seed{seed}"))
 
 
@@ -78,11 +94,63 @@ def negatives(row: str, seed: int) -> str:
     return str(out)
 
 
+def checkpoint_run(row: str, seed: int, step: int) -> str:
+    """The search of the test topics (``2 * DEPTH`` hits) by ``row``'s checkpoint at ``step`` after the warm-up
+    (0: the BM25 Neg warm-up itself), written when missing."""
+    name = "warmup" if step == 0 else row
+    out = ROOT / "runs" / "rag24" / "figure3" / "curve" / f"{name}.seed{seed}.step-{step}.test.trec.gz"
+    if out.is_file():
+        return str(out)
+    family = FAMILIES[FAMILY]
+    checkpoint = (work(FAMILY, f"bm25.seed{seed}", "checkpoints", f"step-{family.warmup:08d}") if step == 0 else
+                  work(FAMILY, f"{row}.seed{seed}", "checkpoints", f"step-{step:08d}"))
+    index = work(FAMILY, "indexes", f"{name}.seed{seed}.step-{step}")
+    if not (index / "index").is_file():
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(checkpoint), "--output", str(index),
+              "--quiet", *family.encoder_flags))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", str(2 * DEPTH),
+          "--output", str(out), "--run-tag", f"{name}-step-{step}"))
+    return str(out)
+
+
+def curve_negatives(row: str, seed: int, step: int) -> str:
+    """The negatives run ``row`` was training on at ``step``: ANCE's is its checkpoint search of the negatives
+    version in use (the log's ``negatives_version``); the others' do not change."""
+    if row != "ance":
+        return negatives(row, seed)
+    records = read_log(work(FAMILY, f"ance.seed{seed}", "log.jsonl"))
+    version = [r["negatives_version"] for r in records
+               if r.get("negatives_version") is not None and r.get("step", 0) <= step][-1]
+    return checkpoint_run(row, seed, version)
+
+
+def curves(seed: int, output: str) -> None:
+    """Every row's checkpoints searched, the curves file written, the figure drawn."""
+    spec = ROOT / "runs" / "rag24" / "figure3" / f"curves.seed{seed}.json"
+
+    def relative(run: str) -> str:
+        return str(Path(run).relative_to(spec.parent))
+
+    points = {}
+    for row, label in PANELS.items():
+        trained(row, seed)
+        points[label] = [{"step": step, "test": relative(checkpoint_run(row, seed, step)),
+                          "negatives": relative(curve_negatives(row, seed, step))} for step in CURVE_STEPS]
+    spec.write_text(json.dumps(points, indent=1, ensure_ascii=False) + "\n")
+    sh(py("ance_ir.plot.overlap", "--curves", str(spec), "--qrels", "rag24-mini-test", "--top", str(DEPTH),
+          "--output", output))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--curve", action="store_true", help="the overlap over training (see above)")
     parser.add_argument("--output", default="docs/figure3-scores.png")
     args = parser.parse_args()
+    if args.curve:
+        curves(args.seed, args.output)
+        return
     command = [sys.executable, "-m", "ance_ir.plot.scores", "--topics", "rag24-mini-test", "--qrels",
                "rag24-mini-test", "--queries", "10", "--top", str(DEPTH), "--output", args.output]
     for row, label in PANELS.items():

@@ -75,3 +75,59 @@ def test_errors(tmp_path, capsys):
         plot_runs([empty], tmp_path / "out")
     with pytest.raises(SystemExit):
         plot_main([str(folder), str(empty)])  # several runs need --output
+
+
+def _write_run(path, run):
+    path.write_text("".join(f"{q} Q0 {d} {rank} {len(docs) - rank} r\n"
+                            for q, docs in run.items() for rank, d in enumerate(docs, start=1)))
+    return path.name
+
+
+def test_overlap_curves_are_the_mean_share_of_testing_negatives_among_training_negatives(tmp_path, capsys):
+    from ance_ir.plot.overlap import main as overlap_main
+
+    (tmp_path / "qrels.txt").write_text("q1 0 j1 1\nq2 0 j2 2\n")
+    runs = {
+        # judged passages are skipped on both sides; the top 2 unjudged are compared
+        "t100": _write_run(tmp_path / "t100.trec", {"q1": ["j1", "a", "b", "c"], "q2": ["x", "y", "z"]}),
+        "t200": _write_run(tmp_path / "t200.trec", {"q1": ["c", "d"], "q2": ["y", "j2", "w"]}),
+        "neg": _write_run(tmp_path / "neg.trec", {"q1": ["a", "c", "b"], "q2": ["y", "x"], "q3": ["a"]}),
+    }
+    (tmp_path / "curves.json").write_text(json.dumps({
+        "fixed": [{"step": 200, "test": runs["t200"], "negatives": runs["neg"]},
+                  {"step": 100, "test": runs["t100"], "negatives": runs["neg"]}],
+        "previous": [{"step": 200, "test": runs["t200"], "negatives": runs["t100"]}]}))
+    out = tmp_path / "fig.png"
+    with pytest.raises(SystemExit) as done:
+        run_cli(overlap_main, ["--curves", str(tmp_path / "curves.json"), "--qrels", str(tmp_path / "qrels.txt"),
+                               "--top", "2", "--output", str(out)])
+    assert done.value.code == 0
+    table = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:-1]]
+    # fixed, step 100: q1 {a, b} vs {a, c} -> 1/2; q2 {x, y} vs {y, x} -> 1
+    #        step 200: q1 {c, d} vs {a, c} -> 1/2; q2 {y, w} vs {y, x} -> 1/2
+    # previous, step 200 against t100: q1 {c, d} vs {a, b} -> 0; q2 {y, w} vs {x, y} -> 1/2
+    assert table == [["fixed", "100", "0.7500"], ["fixed", "200", "0.5000"], ["previous", "200", "0.2500"]]
+    assert out.read_bytes().startswith(PNG)
+
+
+@pytest.mark.parametrize(("curves", "message"), [
+    ("{bad", "malformed JSON"),
+    ('{"a": []}', "expected a non-empty list"),
+    ('{"a": [{"step": 1, "test": "r.trec", "negatives": "r.trec"}, {"step": 1, "test": "r.trec", "negatives": '
+     '"r.trec"}]}', "a step is listed twice"),
+    ('{"a": [{"step": 1, "test": "r.trec", "negatives": "n.trec"}]}', "the negatives run of"),
+    ('{"a": [{"step": 1, "test": "r.trec", "negatives": "nope.trec"}]}', "nope.trec: no such file"),
+])
+def test_overlap_refuses_bad_curves_in_one_line(tmp_path, capsys, curves, message):
+    from ance_ir.plot.overlap import main as overlap_main
+
+    (tmp_path / "qrels.txt").write_text("q1 0 j1 1\n")
+    _write_run(tmp_path / "r.trec", {"q1": ["a"]})
+    _write_run(tmp_path / "n.trec", {"q2": ["a"]})
+    (tmp_path / "curves.json").write_text(curves)
+    with pytest.raises(SystemExit) as done:
+        run_cli(overlap_main, ["--curves", str(tmp_path / "curves.json"), "--qrels", str(tmp_path / "qrels.txt"),
+                               "--output", str(tmp_path / "fig.png")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert done.value.code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "fig.png").exists()
