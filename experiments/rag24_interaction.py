@@ -1,7 +1,7 @@
 """Beyond one vector on rag24-mini: BERT_DOT against late interaction, multi-vector and BERT_CAT (issue 13).
 
     python -m experiments.rag24_interaction run --backbone bert-tiny --seeds 1 2 3
-    python -m experiments.rag24_interaction speed --backbone bert-tiny
+    python -m experiments.rag24_interaction speed --backbone bert-tiny --seeds 2
     python -m experiments.rag24_interaction report --backbone bert-tiny --seeds 1 2 3 --output docs/interaction-rag24.md
 
 ``run`` trains each model kind on the 200 training topics with the backbone's budget (the one of its best dense
@@ -11,9 +11,10 @@ kind's index, and reranked top 100s of BM25 and of the dense row. Every step is 
 runs; finished steps are skipped, so an interrupted run continues. Training folders and indexes go to
 ``train-runs/interaction/BACKBONE/`` (git-ignored).
 
-``run`` records each index's size on disk (seed 1). ``speed`` times each system through the same CLIs on seed 1's
-models: encoding wall time (model loading included), and the marginal milliseconds per query, (time for all 101
-test topics - time for one) / 100, which leaves out loading. ``report`` evaluates the committed runs and writes the
+``run`` records each index's size on disk (seed 1). ``speed`` times each system through the same CLIs on the
+models of the first of ``--seeds`` (any seed's models cost the same; the seed is recorded): encoding wall time (model
+loading included), and the marginal milliseconds per query, (time for all 101 test topics - time for one) / 100,
+which leaves out loading. ``report`` evaluates the committed runs and writes the
 table with paired tests against the dense row.
 """
 
@@ -184,8 +185,8 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def speed(backbone: str) -> None:
-    """Size and speed of each system on seed 1's models (see the module docstring)."""
+def speed(backbone: str, seed: int) -> None:
+    """Size and speed of each system on ``seed``'s models (see the module docstring)."""
     from ance_ir.data.topics import write_topics_tsv
     from ance_ir.datasets import resolve_topics
 
@@ -199,7 +200,7 @@ def speed(backbone: str) -> None:
         if system.first is None:
             encoded = work(backbone, "speed-index")
             seconds = sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",
-                            str(work(backbone, f"{system.model}.seed1")), "--output", str(encoded), "--force",
+                            str(work(backbone, f"{system.model}.seed{seed}")), "--output", str(encoded), "--force",
                             "--quiet"))  # a compressed index: the time of the full one it is made from
             entry["encode_s"] = round(seconds, 2)
         for label, extra in (("ms_per_query", ()), ("ms_per_query_one_at_a_time", ("--batch-size", "1"))):
@@ -209,10 +210,10 @@ def speed(backbone: str) -> None:
             for topic_set in (str(one), TEST):
                 out = work(backbone, "speed.trec")
                 start = time.perf_counter()
-                sh([*search_command(backbone, system, 1, topic_set, out), *extra])
+                sh([*search_command(backbone, system, seed, topic_set, out), *extra])
                 times.append(time.perf_counter() - start)
             entry[label] = round((times[1] - times[0]) / (len(topics) - 1) * 1000, 2)
-        record(backbone, system.name, **entry)
+        record(backbone, system.name, **entry, seed=seed)
 
 
 def main() -> None:
@@ -227,7 +228,7 @@ def main() -> None:
     if args.command == "run":
         run(args.backbone, args.seeds, args.only)
     elif args.command == "speed":
-        speed(args.backbone)
+        speed(args.backbone, args.seeds[0])
     else:
         from experiments.rag24_interaction_report import report
 

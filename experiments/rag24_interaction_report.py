@@ -71,11 +71,13 @@ def report(backbone: str, seeds: list[int], output: str) -> None:
         ms = [str(entry.get(k, "–")) for k in ("ms_per_query", "ms_per_query_one_at_a_time")]
         lines.append(f"| {system.label} | {' | '.join(cells)} | {versus} | {' | '.join(_size(entry))} | "
                      f"{' | '.join(ms)} |")
+    timed = {entry["seed"] for entry in speed.values() if "seed" in entry}
+    timed = f" --seeds {' '.join(map(str, sorted(timed)))}" if timed else ""
     body = (f"### {backbone}, seeds {', '.join(map(str, seeds))} (mean ± std over seeds)\n\n" + "\n".join(lines)
             + "\n\nPaired two-sided t-test over the 101 topics of each system's per-topic nDCG@10 (mean over seeds) "
               "against the dense row's.\n\n```bash\n"
               f"python -m experiments.rag24_interaction run --backbone {backbone} --seeds {' '.join(map(str, seeds))}\n"
-              f"python -m experiments.rag24_interaction speed --backbone {backbone}\n"
+              f"python -m experiments.rag24_interaction speed --backbone {backbone}{timed}\n"
               f"python -m experiments.rag24_interaction report --backbone {backbone} "
               f"--seeds {' '.join(map(str, seeds))}\n```")
     write_section(output, f"interaction-{backbone}", body)
