@@ -85,6 +85,8 @@ def is_impact_index(folder: str | Path) -> bool:
 def read_meta(folder: str | Path) -> dict[str, Any]:
     """An impact index's ``meta.json``; :class:`InputError` for a folder that is not one."""
     path = Path(folder) / META
+    if not Path(folder).is_dir():
+        raise InputError(folder, "no such impact index folder")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:

@@ -186,9 +186,10 @@ def load_token_index(folder: str | Path) -> TokenIndex:
     """Open a token index folder; InputError naming the file that is missing or disagrees with the others."""
     folder = Path(folder)
     meta_path = folder / META_FILE
+    if not folder.is_dir():
+        raise InputError(folder, "no such token index folder")
     if not is_token_index(folder):
-        raise InputError(meta_path if folder.is_dir() else folder, "not a token index (no meta.json with "
-                                                                   "index_type: tokens)")
+        raise InputError(meta_path, "not a token index (no meta.json with index_type: tokens)")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     compressed = meta.get("compression") is not None
     needed = (DOCID_FILE, DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE, RESIDUALS_FILE if compressed else VECTORS_FILE)

@@ -24,8 +24,13 @@ from ance_ir.eval.__main__ import main as eval_main
 from ance_ir.expand.__main__ import main as expand_main
 from ance_ir.fusion.__main__ import main as fusion_main
 from ance_ir.gpl.__main__ import main as gpl_main
+from ance_ir.index.compress import main as compress_main
+from ance_ir.index.rewrite import main as rewrite_main
 from ance_ir.negatives.__main__ import main as negatives_main
 from ance_ir.plot.__main__ import main as plot_main
+from ance_ir.plot.overlap import main as overlap_main
+from ance_ir.plot.scores import main as scores_main
+from ance_ir.plot.tsne import main as tsne_main
 from ance_ir.pretrain_data.__main__ import main as pretrain_data_main
 from ance_ir.rerank.__main__ import main as rerank_main
 from ance_ir.search.__main__ import main as search_main
@@ -35,7 +40,8 @@ FILES = Path(__file__).resolve().parent / "files"
 MAINS = {"bm25": bm25_main, "encode": encode_main, "search": search_main, "fusion": fusion_main, "eval": eval_main,
          "train": train_main, "negatives": negatives_main, "rerank": rerank_main, "datasets": datasets_main,
          "expand": expand_main, "documents": documents_main, "gpl": gpl_main, "pretrain_data": pretrain_data_main,
-         "plot": plot_main}
+         "plot": plot_main, "plot.tsne": tsne_main, "plot.scores": scores_main, "plot.overlap": overlap_main,
+         "index.compress": compress_main, "index.rewrite": rewrite_main}
 
 NOT_UTF8_AT_151 = b"".join(b"d%d\tpassage number %d\n" % (i, i) for i in range(1, 151)) + b"d151\tcaf\xe9\n"
 TRAIN_YAML = ("output: {T}/run\nmodel: {W}/model\ncorpus: {W}/corpus.jsonl\ntrain_topics: {W}/topics.tsv\n"
@@ -64,6 +70,10 @@ SPLIT = "split --corpus {W}/corpus.jsonl --tokenizer {W}/model --output {T}/s.js
 POOL = "pool --run {W}/run.trec --output {T}/p.trec"
 GPL = ("--corpus {W}/corpus.jsonl --generator {W}/gen --retriever {W}/dense --cross-encoder {W}/ce "
        "--output {T}/gpl")
+TSNE = ("--index {W}/dense --topics {W}/topics.tsv --qrels {W}/qrels.txt --bm25-run {W}/run.trec --queries q1 "
+        "--output {T}/f.png")
+SCORES = "--model M {W}/dense {W}/run.trec --topics {W}/topics.tsv --qrels {W}/qrels.txt --output {T}/f.png"
+OVERLAP = "--curves {T}/c.json --qrels {W}/qrels.txt --output {T}/f.png"
 PRETRAIN = "ict --corpus {W}/corpus.jsonl --output {T}/p.jsonl"
 RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl --model {W}/ce --output {T}/ce.trec"
 
@@ -360,6 +370,37 @@ CASES = {
     "plot-malformed-log": Case("plot", "{T}/run", "{T}/run/log.jsonl:1", "malformed JSON",
                                {"run": None, "run/log.jsonl": "{bad\n"}),
     "plot-several-runs-without-output": Case("plot", "{T}/a {T}/b", "", "--output is needed"),
+    # plot.tsne, plot.scores, plot.overlap
+    "tsne-unknown-query": Case("plot.tsne", TSNE.replace("q1", "q9"), "", "--topics: has no query 'q9'"),
+    "tsne-index-without-topics": Case("plot.tsne", "--index {W}/dense --output {T}/f.png", "",
+                                      "--index needs --topics, --qrels, --bm25-run, --queries"),
+    "tsne-not-a-vectors-file": Case("plot.tsne", "--vectors {W}/run.trec --output {T}/f.png", "{W}/run.trec",
+                                    "not a vectors file"),
+    "tsne-not-an-index": Case("plot.tsne", TSNE.replace("{W}/dense", "{W}/model"), "{W}/model/index", "missing"),
+    "scores-negatives-without-a-topic": Case("plot.scores", SCORES.replace("{W}/run.trec", "{T}/n.trec"), "",
+                                             "has no query", {"n.trec": "q1 Q0 d1 1 1.0 r\n"}),
+    "scores-queries-0": Case("plot.scores", SCORES + " --queries 0", "", "argument --queries"),
+    "scores-output-is-a-folder": Case("plot.scores", SCORES, "{T}/f.png", "is a folder", {"f.png": None}),
+    "overlap-missing-curves": Case("plot.overlap", OVERLAP, "{T}/c.json", "no such file"),
+    "overlap-malformed-curves": Case("plot.overlap", OVERLAP, "{T}/c.json", "malformed JSON", {"c.json": "{"}),
+    "overlap-step-twice": Case("plot.overlap", OVERLAP, "{T}/c.json", "a step is listed twice", {"c.json": (
+        '{"a": [{"step": 1, "test": "{W}/run.trec", "negatives": "{W}/run2.trec"}, '
+        '{"step": 1, "test": "{W}/run.trec", "negatives": "{W}/run2.trec"}]}')}),
+    "overlap-missing-run": Case("plot.overlap", OVERLAP, "{T}/nope.trec", "no such file", {"c.json": (
+        '{"a": [{"step": 1, "test": "nope.trec", "negatives": "{W}/run2.trec"}]}')}),
+    # index.compress, index.rewrite
+    "compress-missing-index": Case("index.compress", "--index {T}/nope --output {T}/c", "{T}/nope",
+                                   "no such token index folder"),
+    "compress-dense-index": Case("index.compress", "--index {W}/dense --output {T}/c", "{W}/dense/meta.json",
+                                 "not a token index"),
+    "compress-bits-3": Case("index.compress", "--index {W}/dense --output {T}/c --bits 3", "",
+                            "argument --bits: invalid choice"),
+    "rewrite-missing-index": Case("index.rewrite", "--index {T}/nope --output {T}/c.jsonl", "{T}/nope",
+                                  "no such impact index folder"),
+    "rewrite-dense-index": Case("index.rewrite", "--index {W}/dense --output {T}/c.jsonl", "{W}/dense",
+                                "not an impact index"),
+    "rewrite-output-is-a-folder": Case("index.rewrite", "--index {W}/dense --output {T}/c", "{T}/c", "is a folder",
+                                       {"c": None}),
     # datasets
     "datasets-unknown-name": Case("datasets", "fetch nosuch", "", "argument name: invalid choice: 'nosuch'"),
     "datasets-no-command": Case("datasets", "", "", "the following arguments are required"),
