@@ -141,13 +141,15 @@ def index_of(backbone: str, system: System, seed: int) -> Path:
     return compressed
 
 
-def search_command(backbone: str, system: System, seed: int, topics: str, output: Path) -> list[str]:
-    """The CLI that writes ``system``'s run for ``topics``."""
+def search_command(backbone: str, system: System, seed: int, topics: str, output: Path,
+                   first: Path | None = None) -> list[str]:
+    """The CLI that writes ``system``'s run for ``topics`` (a reranker reranks ``first``, default its first stage's
+    run)."""
     model = str(work(backbone, f"{system.model}.seed{seed}"))
     if system.first is None:
         return py("ance_ir.search", "--index", str(index_of(backbone, system, seed)), "--topics", topics,
                   "--hits", str(HITS), "--output", str(output))
-    first = run_file(backbone, system.first, seed)
+    first = first or run_file(backbone, system.first, seed)
     return py("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", "rag24-mini", "--model", model,
               "--depth", str(HITS), "--hits", str(HITS), "--quiet", "--output", str(output))
 
@@ -187,12 +189,14 @@ def folder_bytes(path: Path) -> int:
 
 def speed(backbone: str, seed: int) -> None:
     """Size and speed of each system on ``seed``'s models (see the module docstring)."""
+    from ance_ir.data import read_run, write_run
     from ance_ir.data.topics import write_topics_tsv
     from ance_ir.datasets import resolve_topics
 
     topics = resolve_topics(TEST)
     one = work(backbone, "one-topic.tsv")
     write_topics_tsv(dict(list(topics.items())[:1]), one)
+    first_qid = next(iter(topics))
     for system in SYSTEMS:
         if system.model is None:
             continue
@@ -206,11 +210,15 @@ def speed(backbone: str, seed: int) -> None:
         for label, extra in (("ms_per_query", ()), ("ms_per_query_one_at_a_time", ("--batch-size", "1"))):
             if system.first is not None and extra:
                 continue  # a reranker scores each query's 100 pairs on its own already
+            first = None
+            if system.first is not None:  # a reranker of one topic reranks that topic's first-stage hits
+                first = work(backbone, f"one-topic.{system.first}.seed{seed}.trec")
+                write_run({first_qid: read_run(run_file(backbone, system.first, seed))[first_qid]}, first)
             times = []
-            for topic_set in (str(one), TEST):
+            for topic_set, first_run in ((str(one), first), (TEST, None)):
                 out = work(backbone, "speed.trec")
                 start = time.perf_counter()
-                sh([*search_command(backbone, system, seed, topic_set, out), *extra])
+                sh([*search_command(backbone, system, seed, topic_set, out, first_run), *extra])
                 times.append(time.perf_counter() - start)
             entry[label] = round((times[1] - times[0]) / (len(topics) - 1) * 1000, 2)
         record(backbone, system.name, **entry, seed=seed)
