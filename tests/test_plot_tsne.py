@@ -21,14 +21,19 @@ def test_groups_are_relevant_passages_and_the_rankings_top_unjudged_ones():
     assert len(groups["Rand Neg"]) == 2 and not set(groups["Rand Neg"]) & {"d1", "d2", "d3"}
 
 
-def test_the_figure_is_drawn_and_bad_query_ids_are_refused(toy, tmp_path, capsys):
+def _index_args(toy, tmp_path) -> list[str]:
+    """The toy corpus encoded by a tiny model, a BM25-like run, and the figure's flags for them."""
     index = tmp_path / "index"
     encoder = DenseEncoder.from_pretrained(toy / "bert-nodrop", pooling="mean")
     encode_corpus(toy / "corpus.jsonl", encoder, index, encoder_name=str(toy / "bert-nodrop"), show_progress=False)
     bm25 = tmp_path / "bm25.trec"
     write_run({q: [(f"d{i}", 10.0 - i) for i in range(1, 9)] for q in ("q1", "q2")}, bm25)
-    args = ["--index", str(index), "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"),
+    return ["--index", str(index), "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"),
             "--bm25-run", str(bm25), "--n", "2"]
+
+
+def test_the_figure_is_drawn_and_bad_query_ids_are_refused(toy, tmp_path, capsys):
+    args = _index_args(toy, tmp_path)
     code, err = run_main(main, *args, "--queries", "q1", "q2", "--output", str(tmp_path / "f.png"), capsys=capsys)
     assert code == 0, err
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
@@ -42,17 +47,11 @@ def test_saved_vectors_redraw_the_same_figure(toy, tmp_path, capsys):
     from ance_ir.index import load_dense_index, stored_vectors
     from ance_ir.plot.tsne import load_panels
 
-    index = tmp_path / "index"
-    encoder = DenseEncoder.from_pretrained(toy / "bert-nodrop", pooling="mean")
-    encode_corpus(toy / "corpus.jsonl", encoder, index, encoder_name=str(toy / "bert-nodrop"), show_progress=False)
-    bm25 = tmp_path / "bm25.trec"
-    write_run({q: [(f"d{i}", 10.0 - i) for i in range(1, 9)] for q in ("q1", "q2")}, bm25)
     saved = tmp_path / "panels.npz"
-    code, err = run_main(main, "--index", str(index), "--topics", str(toy / "topics.tsv"), "--qrels",
-                         str(toy / "qrels.txt"), "--bm25-run", str(bm25), "--n", "2", "--queries", "q1", "q2",
-                         "--save-vectors", str(saved), "--output", str(tmp_path / "a.png"), capsys=capsys)
+    code, err = run_main(main, *_index_args(toy, tmp_path), "--queries", "q1", "q2", "--save-vectors", str(saved),
+                         "--output", str(tmp_path / "a.png"), capsys=capsys)
     assert code == 0, err
-    loaded = load_dense_index(index)
+    loaded = load_dense_index(tmp_path / "index")
     row = {d: i for i, d in enumerate(loaded.docids)}
     panels = load_panels(saved)
     assert [p.qid for p in panels] == ["q1", "q2"] and panels[0].docids["DR Neg"]
@@ -65,5 +64,5 @@ def test_saved_vectors_redraw_the_same_figure(toy, tmp_path, capsys):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     assert_refused(run_main(main, "--vectors", str(tmp_path / "bad.npz"), "--output", str(tmp_path / "c.png"),
                             capsys=capsys), "not a vectors file", tmp_path / "c.png")
-    assert_refused(run_main(main, "--index", str(index), "--output", str(tmp_path / "c.png"), capsys=capsys),
-                   "--index needs --topics, --qrels, --bm25-run, --queries", tmp_path / "c.png")
+    refused = run_main(main, "--index", str(tmp_path / "index"), "--output", str(tmp_path / "c.png"), capsys=capsys)
+    assert_refused(refused, "--index needs --topics, --qrels, --bm25-run, --queries", tmp_path / "c.png")
