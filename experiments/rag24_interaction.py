@@ -14,8 +14,8 @@ runs; finished steps are skipped, so an interrupted run continues. Training fold
 ``run`` records each index's size on disk (seed 1). ``speed`` times each system through the same CLIs on the
 models of the first of ``--seeds`` (any seed's models cost the same; the seed is recorded): encoding wall time (model
 loading included), and the marginal milliseconds per query, (time for all 101 test topics - time for one) / 100,
-which leaves out loading. ``report`` evaluates the committed runs and writes the
-table with paired tests against the dense row.
+which leaves out loading. ``report`` evaluates the committed runs and writes the table with paired tests against
+the dense row.
 """
 
 from __future__ import annotations
@@ -207,13 +207,13 @@ def speed(backbone: str, seed: int) -> None:
                             str(work(backbone, f"{system.model}.seed{seed}")), "--output", str(encoded), "--force",
                             "--quiet"))  # a compressed index: the time of the full one it is made from
             entry["encode_s"] = round(seconds, 2)
+        first = None
+        if system.first is not None:  # a reranker of one topic reranks that topic's first-stage hits
+            first = work(backbone, f"one-topic.{system.first}.seed{seed}.trec")
+            write_run({first_qid: read_run(run_file(backbone, system.first, seed))[first_qid]}, first)
         for label, extra in (("ms_per_query", ()), ("ms_per_query_one_at_a_time", ("--batch-size", "1"))):
             if system.first is not None and extra:
                 continue  # a reranker scores each query's 100 pairs on its own already
-            first = None
-            if system.first is not None:  # a reranker of one topic reranks that topic's first-stage hits
-                first = work(backbone, f"one-topic.{system.first}.seed{seed}.trec")
-                write_run({first_qid: read_run(run_file(backbone, system.first, seed))[first_qid]}, first)
             times = []
             for topic_set, first_run in ((str(one), first), (TEST, None)):
                 out = work(backbone, "speed.trec")

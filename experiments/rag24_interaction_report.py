@@ -71,8 +71,8 @@ def report(backbone: str, seeds: list[int], output: str) -> None:
         ms = [str(entry.get(k, "–")) for k in ("ms_per_query", "ms_per_query_one_at_a_time")]
         lines.append(f"| {system.label} | {' | '.join(cells)} | {versus} | {' | '.join(_size(entry))} | "
                      f"{' | '.join(ms)} |")
-    timed = {entry["seed"] for entry in speed.values() if "seed" in entry}
-    timed = f" --seeds {' '.join(map(str, sorted(timed)))}" if timed else ""
+    timed_seeds = sorted({entry["seed"] for entry in speed.values() if "seed" in entry})
+    timed = f" --seeds {' '.join(map(str, timed_seeds))}" if timed_seeds else ""
     body = (f"### {backbone}, seeds {', '.join(map(str, seeds))} (mean ± std over seeds)\n\n" + "\n".join(lines)
             + "\n\nPaired two-sided t-test over the 101 topics of each system's per-topic nDCG@10 (mean over seeds) "
               "against the dense row's.\n\n```bash\n"
