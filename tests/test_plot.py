@@ -78,8 +78,11 @@ def test_errors(tmp_path, capsys):
 
 
 def _write_run(path, run):
-    path.write_text("".join(f"{q} Q0 {d} {rank} {len(docs) - rank} r\n"
-                            for q, docs in run.items() for rank, d in enumerate(docs, start=1)))
+    """``run``'s ranked docids written as a TREC run (descending scores); the file's name."""
+    from ance_ir.data import write_run
+
+    write_run({q: [(d, float(len(docs) - rank)) for rank, d in enumerate(docs, start=1)] for q, docs in run.items()},
+              path)
     return path.name
 
 
