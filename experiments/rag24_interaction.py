@@ -11,25 +11,31 @@ kind's index, and reranked top 100s of BM25 and of the dense row. Every step is 
 runs; finished steps are skipped, so an interrupted run continues. Training folders and indexes go to
 ``train-runs/interaction/BACKBONE/`` (git-ignored).
 
-``run`` records each index's size on disk (seed 1). ``speed`` times each system through the same CLIs on the
-models of the first of ``--seeds`` (any seed's models cost the same; the seed is recorded): encoding wall time (model
-loading included), and the marginal milliseconds per query, (time for all 101 test topics - time for one) / 100,
-which leaves out loading. ``report`` evaluates the committed runs and writes the table with paired tests against
-the dense row.
+``run`` records each index's size on disk (seed 1). ``speed`` times each system on the models of the first of
+``--seeds`` (any seed's models cost the same; the seed is recorded): encoding wall time through ``ance_ir.encode``
+(model loading included), then, in this process with the model loaded once and warmed up, the milliseconds per test
+topic of searching (or reranking) all 101 topics in one call ("batched") and one topic a call ("one at a time"):
+median of ``--repeats`` repeats, the two alternating so that a change of machine load falls on both. A reranker
+reranks the committed first-stage top 100s; BM25 is Pyserini's searcher on Table 1's Lucene index. ``report``
+evaluates the committed runs and writes the table with paired tests against the dense row.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.rag24_table1 import BM25_RUNS, ROOT, py, sh
+from experiments.rag24_table1 import work as table1_work
 
 HITS = 100
 TEST = "rag24-mini-test"
+THREADS = 2  # torch and faiss threads: the CLIs' default on this two-core machine
 
 
 @dataclass(frozen=True)
@@ -187,41 +193,84 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def speed(backbone: str, seed: int) -> None:
+def speed(backbone: str, seed: int, repeats: int) -> None:
     """Size and speed of each system on ``seed``'s models (see the module docstring)."""
-    from ance_ir.data import read_run, write_run
-    from ance_ir.data.topics import write_topics_tsv
+    import faiss
+    import torch
+
     from ance_ir.datasets import resolve_topics
 
+    torch.set_num_threads(THREADS)
+    faiss.omp_set_num_threads(THREADS)
     topics = resolve_topics(TEST)
-    one = work(backbone, "one-topic.tsv")
-    write_topics_tsv(dict(list(topics.items())[:1]), one)
-    first_qid = next(iter(topics))
     for system in SYSTEMS:
-        if system.model is None:
-            continue
+        if system.name == "dense":
+            continue  # Table 1's model, not kept; ME-BERT m = 1 is the same single-vector search
         entry = {}
-        if system.first is None:
-            encoded = work(backbone, "speed-index")
+        if system.model is not None and system.first is None:
             seconds = sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",
-                            str(work(backbone, f"{system.model}.seed{seed}")), "--output", str(encoded), "--force",
-                            "--quiet"))  # a compressed index: the time of the full one it is made from
-            entry["encode_s"] = round(seconds, 2)
-        first = None
-        if system.first is not None:  # a reranker of one topic reranks that topic's first-stage hits
-            first = work(backbone, f"one-topic.{system.first}.seed{seed}.trec")
-            write_run({first_qid: read_run(run_file(backbone, system.first, seed))[first_qid]}, first)
-        for label, extra in (("ms_per_query", ()), ("ms_per_query_one_at_a_time", ("--batch-size", "1"))):
-            if system.first is not None and extra:
-                continue  # a reranker scores each query's 100 pairs on its own already
-            times = []
-            for topic_set, first_run in ((str(one), first), (TEST, None)):
-                out = work(backbone, "speed.trec")
-                start = time.perf_counter()
-                sh([*search_command(backbone, system, seed, topic_set, out, first_run), *extra])
-                times.append(time.perf_counter() - start)
-            entry[label] = round((times[1] - times[0]) / (len(topics) - 1) * 1000, 2)
+                            str(work(backbone, f"{system.model}.seed{seed}")), "--output",
+                            str(work(backbone, "speed-index")), "--force", "--quiet"))
+            entry["encode_s"] = round(seconds, 2)  # a compressed index: the time of the full one it is made from
+        print(f"timing {system.name}", flush=True)
+        entry.update(latency(searcher(backbone, system, seed), topics, repeats))
         record(backbone, system.name, **entry, seed=seed)
+
+
+def searcher(backbone: str, system: System, seed: int) -> Callable[[dict[str, str], int], dict]:
+    """``system`` loaded once, as a function of (topics, query batch size) to a run of ``HITS`` hits a query, as its
+    CLI (``ance_ir.search`` or ``ance_ir.rerank``) runs it."""
+    if system.name == "bm25":
+        from ance_ir.bm25 import BM25Searcher
+
+        bm25 = BM25Searcher(table1_work(backbone, "bm25-index"))
+        return lambda topics, _: bm25.search(topics, hits=HITS, threads=THREADS)
+    model_dir = work(backbone, f"{system.model}.seed{seed}")
+    if system.first is not None:
+        from ance_ir.data import read_run
+        from ance_ir.datasets import resolve_corpus
+        from ance_ir.rerank import load_reranker, passages_for, rerank
+
+        first_path = run_file(backbone, system.first, seed)
+        first = read_run(first_path)
+        passages = passages_for(first, HITS, resolve_corpus("rag24-mini"), first_path)
+        model = load_reranker(model_dir)
+        return lambda topics, _: rerank({q: first[q] for q in topics}, topics, passages, model, HITS,
+                                        precision="auto")
+    from ance_ir.index import load_dense_index
+    from ance_ir.index.token_index import is_token_index, load_token_index
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.search import DenseSearcher, encoder_for_index
+    from ance_ir.search.tokens import TokenSearcher
+
+    index = index_of(backbone, system, seed)
+    if is_token_index(index):
+        tokens = load_token_index(index)
+        colbert = load_model(model_dir, "colbert", **tokens.meta.get("encoder_config", {}))
+        late = TokenSearcher(tokens, colbert)
+        return lambda topics, batch: late.search(topics, hits=HITS, batch_size=batch)
+    dense = load_dense_index(index)
+    single = DenseSearcher(dense, encoder_for_index(dense, None))
+    return lambda topics, batch: single.search(topics, hits=HITS, batch_size=batch)
+
+
+def latency(search: Callable[[dict[str, str], int], dict], topics: dict[str, str], repeats: int) -> dict:
+    """Milliseconds per topic of ``search`` over all ``topics`` in one call and one topic a call (medians of
+    ``repeats`` alternating repeats after a warm-up call), with each repeat's values."""
+    qids = list(topics)
+    search({q: topics[q] for q in qids[:8]}, 8)
+    batched, single = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        search(topics, 64)
+        batched.append((time.perf_counter() - start) / len(qids) * 1000)
+        start = time.perf_counter()
+        for qid in qids:
+            search({qid: topics[qid]}, 1)
+        single.append((time.perf_counter() - start) / len(qids) * 1000)
+    return {"ms_per_query": round(statistics.median(batched), 2),
+            "ms_per_query_one_at_a_time": round(statistics.median(single), 2),
+            "ms_repeats": [[round(b, 2), round(s, 2)] for b, s in zip(batched, single, strict=True)]}
 
 
 def main() -> None:
@@ -231,12 +280,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--only", nargs="+", choices=[s.name for s in SYSTEMS if s.model],
                         help="run: these systems only")
+    parser.add_argument("--repeats", type=int, default=3, help="speed: timed repeats a system (default 3)")
     parser.add_argument("--output", default="docs/interaction-rag24.md", help="report: Markdown file to update")
     args = parser.parse_args()
     if args.command == "run":
         run(args.backbone, args.seeds, args.only)
     elif args.command == "speed":
-        speed(args.backbone, args.seeds[0])
+        speed(args.backbone, args.seeds[0], args.repeats)
     else:
         from experiments.rag24_interaction_report import report
 
