@@ -4,13 +4,15 @@ of ten test queries, and how much of what each model meets at test time its trai
     python -m experiments.rag24_figure3 --seed 2 --output docs/figure3-scores.png
 
 The models are Table 1's bert-tiny rows BM25 → Rand, BM25 → NCE, BM25 → BM25 + Rand and ANCE of seed ``--seed``
-(``experiments/rag24_table1.py``'s commands; a model whose checkpoint is not kept is trained again, its warm-up
-too). Each gets a run of the negatives its method trains on, for the test topics, in
+(``experiments/rag24_table1.py``'s commands; a model whose checkpoints are not kept is trained again, its warm-up
+too), at their last checkpoint (``CURVE_STEPS[-1]``, the one the curve below ends with). Rand, NCE and BM25 + Rand
+get a run of the negatives their method trains on, for the test topics, in
 ``runs/rag24/figure3/ROW.seedN.negatives.test.trec.gz`` (committed): Rand, 100 random passages; NCE, 100 random
 positives of the training topics (in-batch negatives are the other queries' positives); BM25 + Rand, BM25's top
-passages and random ones in turn; ANCE, the search of the checkpoint whose negatives ANCE trained on last (the
-version its log records at the last step). ``python -m ance_ir.plot.scores`` draws the figure and prints each
-overlap.
+passages and random ones in turn. ANCE's is the search of the checkpoint whose negatives it trained on last (the
+version its log records at the last step; ``runs/rag24/figure3/curve/``). ``python -m ance_ir.plot.scores`` draws
+the figure, prints each overlap and saves what it drew to ``runs/rag24/figure3/scores.seedN.json`` (committed), from
+which ``plot.scores --lines`` redraws it.
 
     python -m experiments.rag24_figure3 --curve --seed 2 --output docs/figure3-overlap.png
 
@@ -26,14 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 from ance_ir.data import iter_corpus, read_run, write_run
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
 from ance_ir.train.runlog import read_log
-from experiments.rag24_table1 import FAMILIES, ROOT, ROWS, evaluate_model, py, sh, trained_model, work
+from experiments.rag24_table1 import FAMILIES, ROOT, ROWS, py, sh, trained_model, work
 
 FAMILY = "bert-tiny"
 PANELS = {"bm25-rand": "BM25 → Rand Neg", "bm25-nce": "BM25 → NCE Neg", "bm25-bm25-and-rand": "BM25 → BM25 + Rand",
@@ -49,14 +49,9 @@ def trained(row: str, seed: int) -> Path:
                          ("--save-every", str(family.refresh_every)))
 
 
-def model(row: str, seed: int) -> str:
-    """The dense index of the row's final checkpoint (trained and encoded when missing)."""
-    evaluate_model(FAMILIES[FAMILY], FAMILY, str(trained(row, seed)), row, seed)
-    return str(work(FAMILY, "indexes", f"{row}.seed{seed}"))
-
-
 def negatives(row: str, seed: int) -> str:
-    """The run of the negatives ``row``'s method trains on, for the test topics (written when missing)."""
+    """The run of the negatives ``row``'s method trains on, for the test topics (written when missing): Rand, NCE or
+    BM25 + Rand (ANCE's change over training: :func:`curve_negatives`)."""
     out = ROOT / "runs" / "rag24" / "figure3" / f"{row}.seed{seed}.negatives.test.trec.gz"
     if out.is_file():
         return str(out)
@@ -66,18 +61,6 @@ def negatives(row: str, seed: int) -> str:
     train_positives = sorted({d for judged in resolve_qrels("rag24-mini-train").values()
                               for d, grade in judged.items() if grade >= 2})
     bm25 = read_run(ROOT / "runs" / "rag24" / "bm25.test.trec.gz")
-    if row == "ance":
-        run = work(FAMILY, f"ance.seed{seed}")
-        version = [r["negatives_version"] for r in read_log(run / "log.jsonl")
-                   if r.get("negatives_version") is not None][-1]
-        index = work(FAMILY, "indexes", f"ance.seed{seed}.negatives-v{version}")
-        if not (index / "index").is_file():
-            sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder",
-                  str(run / "checkpoints" / f"step-{version:08d}"), "--output", str(index), "--quiet",
-                  *FAMILIES[FAMILY].encoder_flags))
-        sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", str(2 * DEPTH),
-              "--output", str(out), "--run-tag", f"ance-negatives-v{version}"))
-        return str(out)
     run = {}
     for qid in topics:
         if qid not in qrels:
@@ -101,17 +84,24 @@ def checkpoint_run(row: str, seed: int, step: int) -> str:
     out = ROOT / "runs" / "rag24" / "figure3" / "curve" / f"{name}.seed{seed}.step-{step}.test.trec.gz"
     if out.is_file():
         return str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(checkpoint_index(row, seed, step)), "--hits",
+          str(2 * DEPTH), "--output", str(out), "--run-tag", f"{name}-step-{step}"))
+    return str(out)
+
+
+def checkpoint_index(row: str, seed: int, step: int) -> Path:
+    """The dense index of ``row``'s checkpoint at ``step`` after the warm-up (0: the warm-up), encoded when
+    missing."""
     family = FAMILIES[FAMILY]
+    name = "warmup" if step == 0 else row
     checkpoint = (work(FAMILY, f"bm25.seed{seed}", "checkpoints", f"step-{family.warmup:08d}") if step == 0 else
                   work(FAMILY, f"{row}.seed{seed}", "checkpoints", f"step-{step:08d}"))
     index = work(FAMILY, "indexes", f"{name}.seed{seed}.step-{step}")
     if not (index / "index").is_file():
         sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(checkpoint), "--output", str(index),
               "--quiet", *family.encoder_flags))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", str(2 * DEPTH),
-          "--output", str(out), "--run-tag", f"{name}-step-{step}"))
-    return str(out)
+    return index
 
 
 def curve_negatives(row: str, seed: int, step: int) -> str:
@@ -151,11 +141,15 @@ def main() -> None:
     if args.curve:
         curves(args.seed, args.output)
         return
-    command = [sys.executable, "-m", "ance_ir.plot.scores", "--topics", "rag24-mini-test", "--qrels",
-               "rag24-mini-test", "--queries", "10", "--top", str(DEPTH), "--output", args.output]
+    final = CURVE_STEPS[-1]
+    command = py("ance_ir.plot.scores", "--topics", "rag24-mini-test", "--qrels", "rag24-mini-test", "--queries", "10",
+                 "--top", str(DEPTH), "--save-lines",
+                 str(ROOT / "runs" / "rag24" / "figure3" / f"scores.seed{args.seed}.json"), "--output", args.output)
     for row, label in PANELS.items():
-        command += ["--model", label, model(row, args.seed), negatives(row, args.seed)]
-    subprocess.run(command, cwd=ROOT, check=True)
+        trained(row, args.seed)
+        command += ["--model", label, str(checkpoint_index(row, args.seed, final)),
+                    curve_negatives(row, args.seed, final)]
+    sh(command)
 
 
 if __name__ == "__main__":

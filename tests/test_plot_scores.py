@@ -1,4 +1,5 @@
-"""Figure 3 (``python -m ance_ir.plot.scores``): overlaps and centred scores by hand, the PNG, a bad run refused."""
+"""Figure 3 (``python -m ance_ir.plot.scores``): overlaps and centred scores by hand, the PNG, the saved lines, bad
+inputs refused."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ance_ir.data import write_run
 from ance_ir.encode.corpus_encoder import encode_corpus
 from ance_ir.index import load_dense_index, stored_vectors
 from ance_ir.modeling import DenseEncoder
-from ance_ir.plot.scores import centred_scores, main, overlap, unjudged
+from ance_ir.plot.scores import centred_scores, load_panels, main, overlap, unjudged
 
 
 def test_overlap_counts_the_top_unjudged_passages_of_both_rankings():
@@ -47,3 +48,26 @@ def test_the_figure_is_drawn_and_a_negatives_run_without_a_topic_is_refused(toy,
     write_run({"q1": [("d1", 1.0)]}, partial)
     assert_refused(run_main(main, *args, "--model", "A", str(index), str(partial), "--output",
                             str(tmp_path / "g.png"), capsys=capsys), "has no query", tmp_path / "g.png")
+
+
+def test_saved_lines_redraw_the_same_figure(toy, tmp_path, capsys):
+    index = tmp_path / "index"
+    encoder = DenseEncoder.from_pretrained(toy / "bert-nodrop", pooling="mean")
+    encode_corpus(toy / "corpus.jsonl", encoder, index, encoder_name=str(toy / "bert-nodrop"), show_progress=False)
+    negatives = tmp_path / "negatives.trec"
+    write_run({q: [(f"d{i}", 10.0 - i) for i in range(1, 9)] for q in TOY_QRELS}, negatives)
+    saved = tmp_path / "lines.json"
+    code, err = run_main(main, "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"), "--top", "3",
+                         "--model", "A", str(index), str(negatives), "--save-lines", str(saved), "--output",
+                         str(tmp_path / "a.png"), capsys=capsys)
+    assert code == 0, err
+    [panel] = load_panels(saved)
+    assert panel.label == "A" and panel.queries == len(TOY_QRELS) and all(len(v) == 3 for v in panel.lines.values())
+    code, err = run_main(main, "--lines", str(saved), "--output", str(tmp_path / "b.png"), capsys=capsys)
+    assert code == 0, err
+    assert (tmp_path / "b.png").read_bytes() == (tmp_path / "a.png").read_bytes()
+    (tmp_path / "bad.json").write_text('[{"label": "A"}]')
+    assert_refused(run_main(main, "--lines", str(tmp_path / "bad.json"), "--output", str(tmp_path / "c.png"),
+                            capsys=capsys), "not a lines file", tmp_path / "c.png")
+    assert_refused(run_main(main, "--model", "A", str(index), str(negatives), "--output", str(tmp_path / "c.png"),
+                            capsys=capsys), "--model needs --topics, --qrels", tmp_path / "c.png")

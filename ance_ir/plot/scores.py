@@ -13,16 +13,26 @@ scores the mean is the query vector times the mean passage vector). The panel's 
 of the model's top ``--top`` unjudged passages (its negatives at test time) found among the top ``--top`` unjudged
 passages of the negatives run, averaged over all the topics; one line per model is printed with the overlap and
 the drawn queries' mean centred score at the first and the last rank.
+
+``--save-lines FILE.json`` also writes what the figure is drawn from (each panel's overlap and drawn lines, about
+100 KB, that can be committed); ``--lines FILE.json`` draws the same figure from that file alone:
+
+    python -m ance_ir.plot.scores --lines runs/rag24/figure3/scores.seed2.json --output docs/figure3-scores.png
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+from ance_ir.data import InputError, atomic_write
 
 
 def unjudged(ranking: Sequence[str], judged: Mapping[str, int], n: int) -> list[str]:
@@ -41,30 +51,28 @@ def centred_scores(scores: np.ndarray, query: np.ndarray, mean_passage: np.ndarr
     return scores - float(query @ mean_passage)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m ance_ir.plot.scores", description=__doc__)
-    parser.add_argument("--model", nargs=3, action="append", required=True, metavar=("LABEL", "INDEX", "NEGATIVES"),
-                        help="a panel: its label, the model's dense index and the run of its training negatives")
-    parser.add_argument("--topics", required=True, help="topics TSV file or name")
-    parser.add_argument("--qrels", required=True, help="qrels file or name (judged passages are not negatives)")
-    parser.add_argument("--queries", type=positive_int, default=10, help="queries drawn per panel (default 10)")
-    parser.add_argument("--top", type=positive_int, default=100, help="ranks drawn and compared (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn queries (default 0)")
-    parser.add_argument("--output", required=True, help="PNG file to write")
-    args = parser.parse_args(argv)
-    check_output(args.output)
+@dataclass
+class Panel:
+    """One model's panel: its label, its mean overlap over ``queries`` topics, and the drawn topics' centred
+    scores by rank."""
 
-    import matplotlib
+    label: str
+    overlap: float
+    queries: int
+    lines: dict[str, np.ndarray]
 
-    matplotlib.use("Agg")
+
+def collect(args: argparse.Namespace) -> list[Panel]:
+    """Each ``--model``'s panel, from its index and negatives run."""
     from ance_ir.data import read_run
     from ance_ir.datasets import resolve_qrels, resolve_topics
     from ance_ir.index import load_dense_index, stored_vectors
-    from ance_ir.plot.figures import panel_grid, save_png
     from ance_ir.search import encoder_for_index
 
     topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
     qids = [q for q in topics if q in qrels]
+    if not qids:
+        raise InputError(args.qrels, f"judges no topic of --topics {args.topics}")
     drawn = sorted(random.Random(args.seed).sample(qids, min(args.queries, len(qids))), key=qids.index)
     panels = []
     for label, index_path, negatives_path in args.model:
@@ -79,19 +87,84 @@ def main(argv: list[str] | None = None) -> int:
         shares = [overlap(ranked[i], [d for d, _ in negatives[q]], qrels[q], args.top) for i, q in enumerate(qids)]
         lines = {q: centred_scores(scores[i][:args.top], queries[i], mean_passage) for i, q in enumerate(qids)
                  if q in drawn}
-        panels.append((label, float(np.mean(shares)), lines))
-        first, last = (float(np.mean([line[r] for line in lines.values()])) for r in (0, -1))
-        print(f"{label}: overlap {np.mean(shares):.1%} over {len(qids)} queries; drawn queries' centred score "
-              f"at rank 1 {first:.3f}, at rank {args.top} {last:.3f}")
+        panels.append(Panel(label, float(np.mean(shares)), len(qids), lines))
+    return panels
+
+
+def save_panels(panels: list[Panel], path: str | Path) -> None:
+    """``panels`` as one JSON file (written atomically), what ``--lines`` reads."""
+    data = [{"label": p.label, "overlap": p.overlap, "queries": p.queries,
+             "lines": {q: line.tolist() for q, line in p.lines.items()}} for p in panels]
+    with atomic_write(path) as f:
+        json.dump(data, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
+def load_panels(path: str | Path) -> list[Panel]:
+    """The panels :func:`save_panels` wrote."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        panels = [Panel(str(p["label"]), float(p["overlap"]), int(p["queries"]),
+                        {str(q): np.asarray(line, dtype=np.float32) for q, line in p["lines"].items()})
+                  for p in data]
+        if not panels or not all(panel.lines for panel in panels):
+            raise ValueError("a panel without lines")
+        return panels
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise InputError(path, f"not a lines file of python -m ance_ir.plot.scores --save-lines ({e})") from None
+
+
+def draw(panels: list[Panel], output: str | Path) -> Path:
+    """One panel per model, one line per drawn topic, written to ``output`` as a PNG."""
+    from ance_ir.plot.figures import panel_grid, save_png
+
     fig, axes = panel_grid(len(panels), 4)
-    for ax, (label, share, lines) in zip(axes, panels, strict=True):
-        for qid, line in lines.items():
+    for ax, panel in zip(axes, panels, strict=True):
+        for qid, line in panel.lines.items():
             ax.plot(np.arange(1, len(line) + 1), line, linewidth=1, label=qid)
-        ax.set_title(f"{label} ({share:.0%} overlap)", fontsize=10)
+        ax.set_title(f"{panel.label} ({panel.overlap:.0%} overlap)", fontsize=10)
         ax.set_xlabel("rank")
         ax.set_ylabel("score minus the corpus mean")
     axes[0].legend(fontsize=6, loc="upper right", ncol=2)
-    print(save_png(fig, args.output))
+    return save_png(fig, output)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m ance_ir.plot.scores", description=__doc__)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", nargs=3, action="append", metavar=("LABEL", "INDEX", "NEGATIVES"),
+                        help="a panel: its label, the model's dense index and the run of its training negatives")
+    source.add_argument("--lines", help="draw from this file of --save-lines instead")
+    parser.add_argument("--topics", help="topics TSV file or name (with --model)")
+    parser.add_argument("--qrels", help="qrels file or name, judged passages are not negatives (with --model)")
+    parser.add_argument("--queries", type=positive_int, default=10, help="queries drawn per panel (default 10)")
+    parser.add_argument("--top", type=positive_int, default=100, help="ranks drawn and compared (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn queries (default 0)")
+    parser.add_argument("--save-lines", help="also write the panels' overlaps and lines to this JSON file")
+    parser.add_argument("--output", required=True, help="PNG file to write")
+    args = parser.parse_args(argv)
+    if args.model is not None:
+        missing = [flag for flag in ("topics", "qrels") if getattr(args, flag) is None]
+        if missing:
+            parser.error("--model needs " + ", ".join("--" + flag for flag in missing))
+    check_output(args.output)
+    if args.save_lines:
+        check_output(args.save_lines)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    panels = load_panels(args.lines) if args.lines else collect(args)
+    if args.save_lines:
+        save_panels(panels, args.save_lines)
+    for panel in panels:
+        first, last = (float(np.mean([line[r] for line in panel.lines.values()])) for r in (0, -1))
+        print(f"{panel.label}: overlap {panel.overlap:.1%} over {panel.queries} queries; drawn queries' centred "
+              f"score at rank 1 {first:.3f}, at rank {len(next(iter(panel.lines.values())))} {last:.3f}")
+    print(draw(panels, args.output))
     return 0
 
 

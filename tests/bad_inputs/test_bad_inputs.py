@@ -381,6 +381,13 @@ CASES = {
                                              "has no query", {"n.trec": "q1 Q0 d1 1 1.0 r\n"}),
     "scores-queries-0": Case("plot.scores", SCORES + " --queries 0", "", "argument --queries"),
     "scores-output-is-a-folder": Case("plot.scores", SCORES, "{T}/f.png", "is a folder", {"f.png": None}),
+    "scores-malformed-lines": Case("plot.scores", "--lines {T}/l.json --output {T}/f.png", "{T}/l.json",
+                                   "not a lines file", {"l.json": "{"}),
+    "scores-lines-without-lines": Case("plot.scores", "--lines {T}/l.json --output {T}/f.png", "{T}/l.json",
+                                       "a panel without lines",
+                                       {"l.json": '[{"label": "A", "overlap": 0.5, "queries": 2, "lines": {}}]'}),
+    "scores-no-judged-topic": Case("plot.scores", SCORES.replace("{W}/qrels.txt", "{T}/q.txt"), "{T}/q.txt",
+                                   "judges no topic", {"q.txt": "q9 0 d1 1\n"}),
     "overlap-missing-curves": Case("plot.overlap", OVERLAP, "{T}/c.json", "no such file"),
     "overlap-malformed-curves": Case("plot.overlap", OVERLAP, "{T}/c.json", "malformed JSON", {"c.json": "{"}),
     "overlap-step-twice": Case("plot.overlap", OVERLAP, "{T}/c.json", "a step is listed twice", {"c.json": (
