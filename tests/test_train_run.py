@@ -140,6 +140,21 @@ def test_refresh_encodes_in_the_configured_precision(straight_run, toy, tmp_path
     assert seen == ["bf16"] * 3  # queries follow any other precision
 
 
+def test_a_refresh_can_encode_shorter_passages(straight_run, toy, tmp_path):
+    from ance_ir.index import load_dense_index, stored_vectors
+
+    checkpoint = list_checkpoints(RunDir(straight_run))[-1]
+    config = toy_config(toy, tmp_path / "run", refresh_precision="fp32", refresh_passage_max_length=4,
+                        keep_refresh_index=True)
+    refresh_checkpoint(checkpoint, RefreshJob.from_config(config), RunDir(tmp_path / "run"), torch.device("cpu"),
+                       "sync")
+    kept = stored_vectors(load_dense_index(RunDir(tmp_path / "run").refresh / f"{checkpoint.name}.index"))
+    texts = [p.text for p in iter_corpus(toy / "corpus.jsonl")]
+    short = DenseEncoder.from_pretrained(checkpoint, passage_max_length=4).encode_passages(texts)
+    np.testing.assert_allclose(kept, short, atol=1e-5)
+    assert not np.allclose(kept, DenseEncoder.from_pretrained(checkpoint).encode_passages(texts), atol=1e-3)
+
+
 def test_baseline_in_batch_bf16_accumulation_and_pruning(toy, tmp_path):
     output = tmp_path / "run"
     train(toy_config(toy, output, negatives="random", n_negatives=1, in_batch=True, precision="bf16",

@@ -67,6 +67,7 @@ class RefreshJob:
     keep_index: bool
     reencode_share: float
     priority_depth: int
+    passage_max_length: int | None
     progress: bool
 
     @classmethod
@@ -90,7 +91,7 @@ class RefreshJob:
                    config.negatives.depth,
                    cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits,
                    config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"),
-                   cfg.keep_index, cfg.reencode_share, cfg.priority_depth, config.progress)
+                   cfg.keep_index, cfg.reencode_share, cfg.priority_depth, cfg.passage_max_length, config.progress)
 
 
 def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:
@@ -119,7 +120,8 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
         timings[name] = round(now - clock, 3)
         clock = now
 
-    encoder = load_model(checkpoint).to(device)
+    encoder = load_model(checkpoint, **({"passage_max_length": job.passage_max_length}
+                                         if job.passage_max_length else {})).to(device)
     lap("load_s")
     vectors, encoding = refreshed_vectors(encoder, job, run, step, show_progress=job.progress and mode == "sync")
     lap("encode_s")

@@ -204,6 +204,9 @@ class RefreshSection(Section):
                                       "(MiniLM, docs/bench.md)", "reencode_share")
     priority_depth: int = _opt(5, "partial refresh: each training query's top N latest negatives are always "
                                   "re-encoded", "priority_depth")
+    passage_max_length: int | None = _opt(None, "passage tokens a refresh encodes (default: the model's "
+                                        "passage_max_length); fewer cost less and move the negatives further from "
+                                        "a full-length refresh's (docs/bench.md)", "refresh_passage_max_length")
     final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
                        "refresh_final")
     keep_index: bool = _opt(False, "keep each refresh's faiss index as a dense index folder, refresh/step-N.index/ "
@@ -218,7 +221,7 @@ class RefreshSection(Section):
         self._one_of("mode", REFRESH_MODES)
         self._one_of("precision", INFERENCE_PRECISIONS)
         self._one_of("index_type", INDEX_TYPES)
-        self._at_least(1, "batch_size", "hits", "threads", "priority_depth")
+        self._at_least(1, "batch_size", "hits", "threads", "priority_depth", "passage_max_length")
         if not 0 < self.reencode_share <= 1:
             raise ConfigError(self.qualified("reencode_share"), f"must be in (0, 1], got {self.reencode_share}")
         self._at_least(0, "every", "max_staleness")
