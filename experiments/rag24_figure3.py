@@ -46,7 +46,7 @@ def trained(row: str, seed: int) -> Path:
     """The row's final checkpoint (trained when missing, with a checkpoint every refresh interval)."""
     family = FAMILIES[FAMILY]
     return trained_model(family, FAMILY, next(r for r in ROWS if r.name == row), seed,
-                         ("--save-every", str(family.refresh_every)))
+                         ("--save-every", str(family.refresh_every)), record=False)
 
 
 def negatives(row: str, seed: int) -> str:

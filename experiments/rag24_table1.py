@@ -208,9 +208,11 @@ def train_args(family: Family, name: str, row: Row, seed: int) -> list[str]:
     return args
 
 
-def trained_model(family: Family, name: str, row: Row, seed: int, extra: tuple[str, ...] = ()) -> Path:
+def trained_model(family: Family, name: str, row: Row, seed: int, extra: tuple[str, ...] = (),
+                  record: bool = True) -> Path:
     """The row's final checkpoint, trained when it is missing (and the BM25 warm-up it starts from, if gone);
-    ``extra``: further training flags (e.g. ``--save-every``) for a run trained here."""
+    ``extra``: further training flags (e.g. ``--save-every``) for a run trained here; ``record``: its wall time goes
+    into Table 1's record (``times_file``; not for a retrain made for another experiment)."""
     run = work(name, f"{row.name}.seed{seed}")
     steps = family.cont if row.stages == "cont" else family.warmup + family.cont
     if not (run / "checkpoints" / f"step-{steps:08d}").is_dir():
@@ -218,8 +220,9 @@ def trained_model(family: Family, name: str, row: Row, seed: int, extra: tuple[s
         if row.warm_start and not warm.is_dir():  # BM25 Neg's first stage: its runs are committed, not its models
             bm25 = next(r for r in ROWS if r.name == "bm25")
             sh(py("ance_ir.train", *train_args(family, name, bm25, seed), "--stop-at", str(family.warmup)))
-        record_time(name, f"{row.name}.seed{seed}",
-                    sh(py("ance_ir.train", *train_args(family, name, row, seed), *extra)))
+        seconds = sh(py("ance_ir.train", *train_args(family, name, row, seed), *extra))
+        if record:
+            record_time(name, f"{row.name}.seed{seed}", seconds)
     return final_checkpoint(run)
 
 
