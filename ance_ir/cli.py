@@ -61,6 +61,15 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
+    def require(self, args: argparse.Namespace, given: str, *needed: str) -> None:
+        """Exit with one error line when option ``given`` is set and some of the ``needed`` options are not (dests,
+        e.g. ``bm25_run``)."""
+        if getattr(args, given) is None:
+            return
+        missing = ["--" + name.replace("_", "-") for name in needed if getattr(args, name) is None]
+        if missing:
+            self.error(f"--{given.replace('_', '-')} needs " + ", ".join(missing))
+
 
 def positive_int(value: str) -> int:
     """argparse type: an integer >= 1."""

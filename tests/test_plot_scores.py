@@ -3,6 +3,8 @@ inputs refused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from conftest import TOY_QRELS, assert_refused, run_main
 
@@ -33,12 +35,18 @@ def test_centred_scores_subtract_the_mean_score_over_the_corpus(toy, tmp_path):
     np.testing.assert_allclose(centred, scores[0] - every.mean(), rtol=1e-5, atol=1e-5)
 
 
-def test_the_figure_is_drawn_and_a_negatives_run_without_a_topic_is_refused(toy, tmp_path, capsys):
+def index_and_negatives(toy: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The toy corpus's dense index and a negatives run of every toy topic."""
     index = tmp_path / "index"
     encoder = DenseEncoder.from_pretrained(toy / "bert-nodrop", pooling="mean")
     encode_corpus(toy / "corpus.jsonl", encoder, index, encoder_name=str(toy / "bert-nodrop"), show_progress=False)
     negatives = tmp_path / "negatives.trec"
     write_run({q: [(f"d{i}", 10.0 - i) for i in range(1, 9)] for q in TOY_QRELS}, negatives)
+    return index, negatives
+
+
+def test_the_figure_is_drawn_and_a_negatives_run_without_a_topic_is_refused(toy, tmp_path, capsys):
+    index, negatives = index_and_negatives(toy, tmp_path)
     args = ["--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"), "--top", "3", "--queries", "2"]
     code, err = run_main(main, *args, "--model", "A", str(index), str(negatives), "--model", "B", str(index),
                          str(negatives), "--output", str(tmp_path / "f.png"), capsys=capsys)
@@ -51,11 +59,7 @@ def test_the_figure_is_drawn_and_a_negatives_run_without_a_topic_is_refused(toy,
 
 
 def test_saved_lines_redraw_the_same_figure(toy, tmp_path, capsys):
-    index = tmp_path / "index"
-    encoder = DenseEncoder.from_pretrained(toy / "bert-nodrop", pooling="mean")
-    encode_corpus(toy / "corpus.jsonl", encoder, index, encoder_name=str(toy / "bert-nodrop"), show_progress=False)
-    negatives = tmp_path / "negatives.trec"
-    write_run({q: [(f"d{i}", 10.0 - i) for i in range(1, 9)] for q in TOY_QRELS}, negatives)
+    index, negatives = index_and_negatives(toy, tmp_path)
     saved = tmp_path / "lines.json"
     code, err = run_main(main, "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"), "--top", "3",
                          "--model", "A", str(index), str(negatives), "--save-lines", str(saved), "--output",

@@ -146,10 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-lines", help="also write the panels' overlaps and lines to this JSON file")
     parser.add_argument("--output", required=True, help="PNG file to write")
     args = parser.parse_args(argv)
-    if args.model is not None:
-        missing = [flag for flag in ("topics", "qrels") if getattr(args, flag) is None]
-        if missing:
-            parser.error("--model needs " + ", ".join("--" + flag for flag in missing))
+    parser.require(args, "model", "topics", "qrels")
     check_output(args.output)
     if args.save_lines:
         check_output(args.save_lines)

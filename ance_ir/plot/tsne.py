@@ -152,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-vectors", help="also write the panels' vectors to this NPZ file")
     parser.add_argument("--output", required=True, help="PNG file to write")
     args = parser.parse_args(argv)
-    if args.index is not None:
-        missing = [flag for flag in ("topics", "qrels", "bm25_run", "queries") if getattr(args, flag) is None]
-        if missing:
-            parser.error("--index needs " + ", ".join("--" + flag.replace("_", "-") for flag in missing))
+    parser.require(args, "index", "topics", "qrels", "bm25_run", "queries")
     check_output(args.output)
     if args.save_vectors:
         check_output(args.save_vectors)
