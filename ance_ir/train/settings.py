@@ -205,8 +205,9 @@ class RefreshSection(Section):
     priority_depth: int = _opt(5, "partial refresh: each training query's top N latest negatives are always "
                                   "re-encoded", "priority_depth")
     passage_max_length: int | None = _opt(None, "passage tokens a refresh encodes (default: the model's "
-                                        "passage_max_length); fewer cost less and move the negatives further from "
-                                        "a full-length refresh's (docs/bench.md)", "refresh_passage_max_length")
+                                          "passage_max_length); fewer cost less and move the negatives further "
+                                          "from a full-length refresh's (docs/bench.md)",
+                                          "refresh_passage_max_length")
     final: bool = _opt(True, "refresh the last checkpoint too (its metrics; its negatives are never trained on)",
                        "refresh_final")
     keep_index: bool = _opt(False, "keep each refresh's faiss index as a dense index folder, refresh/step-N.index/ "
