@@ -146,17 +146,15 @@ def index_of(backbone: str, system: System, seed: int) -> Path:
     return compressed
 
 
-def search_command(backbone: str, system: System, seed: int, topics: str, output: Path,
-                   first: Path | None = None) -> list[str]:
-    """The CLI that writes ``system``'s run for ``topics`` (a reranker reranks ``first``, default its first stage's
-    run)."""
+def search_command(backbone: str, system: System, seed: int, topics: str, output: Path) -> list[str]:
+    """The CLI that writes ``system``'s run for ``topics`` (a reranker reranks its first stage's run)."""
     model = str(work(backbone, f"{system.model}.seed{seed}"))
     if system.first is None:
         return py("ance_ir.search", "--index", str(index_of(backbone, system, seed)), "--topics", topics,
                   "--hits", str(HITS), "--output", str(output))
-    first = first or run_file(backbone, system.first, seed)
-    return py("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", "rag24-mini", "--model", model,
-              "--depth", str(HITS), "--hits", str(HITS), "--quiet", "--output", str(output))
+    return py("ance_ir.rerank", "--run", str(run_file(backbone, system.first, seed)), "--topics", topics,
+              "--corpus", "rag24-mini", "--model", model, "--depth", str(HITS), "--hits", str(HITS), "--quiet",
+              "--output", str(output))
 
 
 def run(backbone: str, seeds: list[int], only: list[str] | None = None) -> None:
