@@ -71,8 +71,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from ance_ir.index.token_index import index_bytes, load_token_index
-    from ance_ir.modeling.kinds import load_model
-    from ance_ir.search.tokens import TokenSearcher
+    from ance_ir.search.tokens import TokenSearcher, model_for_index
 
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
@@ -85,7 +84,7 @@ def main() -> None:
         lines = []
         for folder in folders:
             index = load_token_index(folder)
-            model = load_model(index.meta["encoder"], "colbert")
+            model = model_for_index(index)
             searcher = TokenSearcher(index, model)
             position = {d: i for i, d in enumerate(index.docids)}
             start = time.perf_counter()

@@ -226,7 +226,6 @@ def searcher(backbone: str, system: System, seed: int) -> Callable[[dict[str, st
 
         bm25 = BM25Searcher(bm25_index(backbone))
         return lambda topics, _: bm25.search(topics, hits=HITS, threads=THREADS)
-    model_dir = work(backbone, f"{system.model}.seed{seed}")
     if system.first is not None:
         from ance_ir.data import read_run
         from ance_ir.datasets import resolve_corpus
@@ -235,20 +234,18 @@ def searcher(backbone: str, system: System, seed: int) -> Callable[[dict[str, st
         first_path = run_file(backbone, system.first, seed)
         first = read_run(first_path)
         passages = passages_for(first, HITS, resolve_corpus("rag24-mini"), first_path)
-        model = load_reranker(model_dir)
+        model = load_reranker(work(backbone, f"{system.model}.seed{seed}"))
         return lambda topics, _: rerank({q: first[q] for q in topics}, topics, passages, model, HITS,
                                         precision="auto")
     from ance_ir.index import load_dense_index
     from ance_ir.index.token_index import is_token_index, load_token_index
-    from ance_ir.modeling.kinds import load_model
     from ance_ir.search import DenseSearcher, encoder_for_index
-    from ance_ir.search.tokens import TokenSearcher
+    from ance_ir.search.tokens import TokenSearcher, model_for_index
 
     index = index_of(backbone, system, seed)
     if is_token_index(index):
         tokens = load_token_index(index)
-        colbert = load_model(model_dir, "colbert", **tokens.meta.get("encoder_config", {}))
-        late = TokenSearcher(tokens, colbert)
+        late = TokenSearcher(tokens, model_for_index(tokens))
         return lambda topics, batch: late.search(topics, hits=HITS, batch_size=batch)
     dense = load_dense_index(index)
     single = DenseSearcher(dense, encoder_for_index(dense, None))

@@ -122,16 +122,14 @@ def main(argv: list[str] | None = None) -> int:
 def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str) -> dict:
     """Late-interaction search of a token index with the colbert model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.token_index import load_token_index
-    from ance_ir.modeling.kinds import load_model
-    from ance_ir.search.tokens import TokenSearcher
+    from ance_ir.search.tokens import TokenSearcher, model_for_index
 
     if args.pooling or args.normalize is not None:
         raise ValueError(f"{args.index}: a token index; --pooling and --normalize are dense settings")
     if args.nprobe < 0:
         raise ValueError(f"--nprobe must be 0 (exhaustive) or more, got {args.nprobe}")
     index = load_token_index(args.index)
-    model = load_model(args.encoder or index.meta["encoder"], index.meta.get("kind", "colbert"),
-                       **index.meta.get("encoder_config", {}))
+    model = model_for_index(index, args.encoder)
     return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
                                                          batch_size=args.batch_size)
 

@@ -14,6 +14,15 @@ DEFAULT_NPROBE = 4
 SCAN_TOKENS = 65_536  # token vectors per block of an exhaustive scan
 
 
+def model_for_index(index: TokenIndex, encoder: str | None = None) -> ColBERT:
+    """The late-interaction model that encoded ``index``: ``encoder`` (a model dir, run folder, alias or HF id) or the
+    one its ``meta.json`` names, with the settings it recorded."""
+    from ance_ir.modeling.kinds import load_model
+
+    return load_model(encoder or index.meta["encoder"], index.meta.get("kind", "colbert"),
+                      **index.meta.get("encoder_config", {}))
+
+
 class TokenSearcher:
     """Search a token index with the colbert model that encoded it."""
 
