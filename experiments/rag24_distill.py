@@ -3,6 +3,8 @@
     python -m experiments.rag24_distill teacher
     python -m experiments.rag24_distill run --seeds 1 2 3 [--only margin-mse kl]
     python -m experiments.rag24_distill report --seeds 1 2 3 --output docs/distill-rag24.md
+    python -m experiments.rag24_distill run --teacher dense --seeds 1 2 3
+    python -m experiments.rag24_distill report --teacher dense --seeds 1 2 3 --output docs/distill-rag24.md
 
 ``teacher`` writes the training groups every distilled row reads: each training topic's positives (grade >= 2)
 and 30 BM25 negatives (from the committed BM25 train run, judged passages removed), every passage scored by the
@@ -13,6 +15,10 @@ encodes the corpus with the final model and writes 100 hits a query for the 101 
 ``runs/rag24/distill/bert-tiny/`` (committed, with the training logs). Every step is a package CLI, printed as it
 runs; finished steps are skipped. ``report`` evaluates the committed runs against Table 1's DPR runs of the same
 seeds (paired t-test over topics).
+
+``--teacher dense`` runs the rows whose teacher is zero-shot all-MiniLM-L6-v2, a dense model (``loss.teacher_index``:
+its index of the corpus, ``train-runs/distill/minilm-index``, encoded first when it is missing): Table 1's DPR row
+itself (its flags, ``--negatives dpr``, 600 steps) with the loss of ``configs/rag24-mini/kl-dense-teacher.yaml``.
 """
 
 from __future__ import annotations
@@ -24,13 +30,16 @@ from pathlib import Path
 
 from bench.common import write_section
 from experiments.comparison import comparison_table
-from experiments.rag24_table1 import BM25_RUNS, ROOT, py, sh
+from experiments.rag24_table1 import BM25_RUNS, COMMON, FAMILIES, ROOT, py, sh, work
 
 WORK = ROOT / "train-runs" / "distill"
 RUNS = ROOT / "runs" / "rag24" / "distill" / "bert-tiny"
 TEACHER = ROOT / "train-runs" / "rag24-mini" / "cross-encoder-minilm"
 GROUPS = WORK / "groups.bm25.jsonl.gz"
 SCORED = WORK / "groups.minilm-ce.jsonl.gz"
+DENSE_TEACHER = WORK / "minilm-index"
+TEACHER_NEGATIVES = ("negatives.name=candidates", "negatives.depth=30", "negatives.source=dense",
+                     f"negatives.index={DENSE_TEACHER}", "task.in_batch=true")
 BERT_TINY = ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--temperature", "1.0", "--lr", "1e-4",
              "--batch-size", "16", "--warmup-ratio", "0.1", "--max-steps", "600", "--refresh-every", "0",
              "--no-progress")
@@ -38,12 +47,14 @@ BERT_TINY = ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--t
 
 @dataclass(frozen=True)
 class Row:
-    """A student trained from ``configs/rag24-mini/CONFIG.yaml`` with the bert-tiny budget and ``sets`` on top."""
+    """A student trained from ``configs/rag24-mini/CONFIG.yaml`` with the bert-tiny budget and ``sets`` on top;
+    ``teacher``: the cross-encoder's scored groups, or the dense teacher with Table 1's DPR flags."""
 
     name: str
     label: str
     config: str
     sets: tuple[str, ...] = ()
+    teacher: str = "cross-encoder"
 
 
 ROWS = [
@@ -55,7 +66,17 @@ ROWS = [
     Row("kl-inbatch", "KL + in-batch NLL (7 BM25 negatives)", "kl", ("task.in_batch=true", "loss.label_weight=1")),
     # the same loss on topic-aware (k-means, one topic a batch), margin-balanced (10 bins) batches
     Row("tas-b", "TAS-B: Margin-MSE + in-batch NLL, topic and margin-balanced batches", "tas-b"),
+    # DPR with a dense teacher scoring all 32 passages of each batch
+    Row("kl-dense", "DPR + KL to zero-shot MiniLM over the batch", "kl-dense-teacher", teacher="dense"),
+    Row("kl-dense-only", "KL to zero-shot MiniLM over the batch, no labels", "kl-dense-teacher",
+        ("loss.label_weight=0",), teacher="dense"),
+    # the negative drawn from the teacher's own top 30 (judged passages removed) instead of BM25's top 200
+    Row("kl-dense-hard", "DPR + KL to MiniLM, negatives from MiniLM's top 30", "kl-dense-teacher",
+        TEACHER_NEGATIVES, teacher="dense"),
+    Row("kl-dense-hard-only", "KL to MiniLM, negatives from MiniLM's top 30, no labels", "kl-dense-teacher",
+        (*TEACHER_NEGATIVES, "loss.label_weight=0"), teacher="dense"),
 ]
+TEACHERS = ("cross-encoder", "dense")
 
 
 def run_file(row: str, seed: int) -> Path:
@@ -71,6 +92,25 @@ def teacher_model() -> Path:
               "--set", "task.n_negatives=3", "--set", "optim.lr=3e-5", "--set", "optim.max_steps=300",
               "--save-every", "50", "--output", str(TEACHER), "--no-progress"))
     return TEACHER / "final"
+
+
+def dense_teacher() -> Path:
+    """Zero-shot all-MiniLM-L6-v2's index of the corpus: the dense teacher's passage vectors."""
+    if not (DENSE_TEACHER / "meta.json").is_file():
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", "minilm", "--output", str(DENSE_TEACHER),
+              "--quiet"))
+    return DENSE_TEACHER
+
+
+def student_args(row: Row) -> list[str]:
+    """The ``ance_ir.train`` arguments of a student: the scored groups with the bert-tiny budget, or Table 1's bert-tiny
+    DPR flags with the dense teacher's index."""
+    if row.teacher == "cross-encoder":
+        return [*BERT_TINY, "--set", f"data.groups={SCORED}"]
+    family = FAMILIES["bert-tiny"]
+    return [*COMMON, *family.flags, "--model", family.model, "--negatives", "dpr", "--bm25-index",
+            str(work("bert-tiny", "bm25-index")), "--max-steps", str(family.warmup + family.cont), "--refresh-every",
+            "0", "--teacher-index", str(dense_teacher())]
 
 
 def teacher() -> None:
@@ -93,9 +133,9 @@ def train_row(row: Row, seed: int) -> None:
         return
     model = WORK / f"{row.name}.seed{seed}"
     if not (model / "final").is_dir():
-        sets = [a for s in (f"data.groups={SCORED}", *row.sets) for a in ("--set", s)]
+        sets = [a for s in row.sets for a in ("--set", s)]
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
-              "--output", str(model), *BERT_TINY, *sets))
+              "--output", str(model), *student_args(row), *sets))
     index = WORK / "indexes" / f"{row.name}.seed{seed}"
     if not (index / "meta.json").is_file():
         sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model / "final"), "--output", str(index),
@@ -106,26 +146,29 @@ def train_row(row: Row, seed: int) -> None:
           str(out), "--run-tag", f"distill-{row.name}"))
 
 
-def run(seeds: list[int], only: list[str] | None) -> None:
-    teacher()
+def run(seeds: list[int], only: list[str] | None, kind: str) -> None:
+    if kind == "cross-encoder":
+        teacher()
     for seed in seeds:
         for row in ROWS:
-            if only is None or row.name in only:
+            if row.teacher == kind and (only is None or row.name in only):
                 train_row(row, seed)
 
 
-def report(seeds: list[int], output: str) -> None:
+def report(seeds: list[int], output: str, kind: str) -> None:
     rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s) for s in seeds]),
-            *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS]]
+            *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS if r.teacher == kind]]
     lines = comparison_table(rows, "DPR", rows[0][1])
     seeds_text = " ".join(map(str, seeds))
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
     body = (f"### bert-tiny, {which}\n\n" + "\n".join(lines)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
-              "against DPR's.\n\n```bash\npython -m experiments.rag24_distill teacher\n"
-              f"python -m experiments.rag24_distill run --seeds {seeds_text}\n"
-              f"python -m experiments.rag24_distill report --seeds {seeds_text} --output {output}\n```")
-    write_section(output, "distill-bert-tiny", body)
+              "against DPR's.\n\n```bash\n"
+              + ("python -m experiments.rag24_distill teacher\n" if kind == "cross-encoder" else "")
+              + f"python -m experiments.rag24_distill run --teacher {kind} --seeds {seeds_text}\n"
+              f"python -m experiments.rag24_distill report --teacher {kind} --seeds {seeds_text} "
+              f"--output {output}\n```")
+    write_section(output, "distill-bert-tiny" if kind == "cross-encoder" else "distill-dense-bert-tiny", body)
 
 
 def main() -> None:
@@ -138,13 +181,15 @@ def main() -> None:
     report_parser = commands.add_parser("report", help="write the results table")
     report_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     report_parser.add_argument("--output", default="docs/distill-rag24.md")
+    for sub in (run_parser, report_parser):
+        sub.add_argument("--teacher", choices=TEACHERS, default="cross-encoder", help="the rows of this teacher")
     args = parser.parse_args()
     if args.command == "teacher":
         teacher()
     elif args.command == "run":
-        run(args.seeds, args.only)
+        run(args.seeds, args.only, args.teacher)
     else:
-        report(args.seeds, args.output)
+        report(args.seeds, args.output, args.teacher)
 
 
 if __name__ == "__main__":

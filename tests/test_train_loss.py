@@ -159,6 +159,43 @@ def test_distillation_reads_own_groups_from_in_batch_scores():
     assert in_batch.item() == pytest.approx(own.item()) and own.item() == pytest.approx(((2 - 2) ** 2 + 0 ** 2) / 2)
 
 
+def _whole_batch() -> tuple[GroupScores, list[list[float]], list[list[float]]]:
+    """Two queries in groups of 2, every passage scored by student and teacher; query 0's column 3 masked."""
+    student = [[3.0, 1.0, 2.0, float("-inf")], [0.5, 0.0, 1.0, 2.5]]
+    teacher = [[4.0, 2.0, 1.0, 9.0], [1.0, 0.0, 3.0, 1.0]]
+    return GroupScores(torch.tensor(student), torch.tensor([0, 2]), 2, True, torch.tensor(teacher)), student, teacher
+
+
+def test_a_whole_batch_teacher_distils_every_passage_the_student_scores():
+    batch, student, teacher = _whole_batch()
+    # query 0: positive column 0, masked column 3 left out; query 1: positive column 2
+    margins = [(3 - 1, 4 - 2), (3 - 2, 4 - 1), (1 - 0.5, 3 - 1), (1 - 0, 3 - 0), (1 - 2.5, 3 - 1)]
+    assert build_loss("margin-mse")(batch).item() == pytest.approx(sum((s - t) ** 2 for s, t in margins) / 5)
+    errors = [(3 - 4) ** 2, (1 - 2) ** 2, (2 - 1) ** 2, (0.5 - 1) ** 2, 0.0, (1 - 3) ** 2, (2.5 - 1) ** 2]
+    assert build_loss("mse")(batch).item() == pytest.approx(sum(errors) / 7)
+
+    def log_softmax(values):
+        total = math.log(sum(math.exp(v) for v in values))
+        return [v - total for v in values]
+
+    def kl(t, s):
+        return sum(math.exp(a) * (a - b) for a, b in zip(log_softmax(t), log_softmax(s), strict=True))
+
+    expected = (kl(teacher[0][:3], student[0][:3]) + kl(teacher[1], student[1])) / 2
+    assert build_loss("kl")(batch).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_whole_batch_teacher_gives_masked_passages_no_gradient():
+    batch, _, _ = _whole_batch()
+    scores = batch.scores.masked_fill(torch.isinf(batch.scores), 0.0).requires_grad_(True)
+    for name in ("mse", "margin-mse", "kl"):
+        masked = GroupScores(scores.masked_fill(torch.isinf(batch.scores), float("-inf")), batch.targets, 2, True,
+                             batch.teacher)
+        scores.grad = None
+        build_loss(name)(masked).backward()
+        assert torch.isfinite(scores.grad).all() and scores.grad[0, 3] == 0 and scores.grad[0, 2] != 0
+
+
 def test_label_weight_adds_the_nll_of_the_positive_over_the_batch():
     queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     passages = torch.tensor([[3.0, 0.0], [1.0, 1.0], [0.0, 2.0], [2.0, 2.0]])

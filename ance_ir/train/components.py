@@ -50,6 +50,7 @@ def check_components(config: TrainConfig) -> None:
     import ance_ir.train.splade  # noqa: F401
     import ance_ir.train.tas  # noqa: F401
     from ance_ir.modeling.kinds import kind_class
+    from ance_ir.train.contrastive import GroupTask
     from ance_ir.train.dataset import DATA_SOURCES
     from ance_ir.train.loss import LOSSES
     from ance_ir.train.negatives import NEGATIVE_STRATEGIES
@@ -81,10 +82,16 @@ def check_components(config: TrainConfig) -> None:
     _check(config.task, task.options)
     loss = LOSSES.lookup(config.loss.name, "loss.name")
     _check(config.loss, loss.options)
-    if loss.needs_teacher and not data.teacher_scores:
+    if config.loss.teacher_index and not loss.needs_teacher:
+        raise ConfigError("loss.teacher_index", f"loss {config.loss.name!r} uses no teacher scores (the "
+                                                "distillation losses do: mse, margin-mse, kl)")
+    if config.loss.teacher_index and not issubclass(task, GroupTask):
+        raise ConfigError("loss.teacher_index", f"task {task.name!r} does not train on groups of passages a "
+                                                "teacher could score")
+    if loss.needs_teacher and not data.teacher_scores and not config.loss.teacher_index:
         raise ConfigError("loss.name", f"{config.loss.name!r} distils teacher scores, which data source "
                                        f"{config.data.source!r} does not bring; use data.source: groups with groups "
-                                       "scored by python -m ance_ir.rerank --groups")
+                                       "scored by python -m ance_ir.rerank --groups, or set loss.teacher_index")
     sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
     declared = dict(sampler.options)
     if "source" in declared:

@@ -92,6 +92,13 @@ class GroupTask(TrainingTask):
         self.draws = GroupDraws(data, self.sampler, config.seed, config.task.n_negatives)
         loss = config.loss
         self.loss_fn = LOSSES[loss.name](loss.temperature, **loss.options)
+        self.teacher = None
+        if loss.teacher_index:
+            from ance_ir.train.teacher import DenseTeacher
+
+            self.teacher = DenseTeacher(loss.teacher_index, data.queries, data.texts, ctx.device)
+            ctx.log.write({"step": 0, "event": "teacher", "index": loss.teacher_index,
+                           "encoder": self.teacher.encoder, "passages": len(self.teacher.row)})
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -122,8 +129,15 @@ class GroupTask(TrainingTask):
         mine = self.ctx.dist.local_share(groups)
         return GroupBatch(groups, mine, self.collate(mine))
 
-    def _teacher(self, groups: list[Group]) -> torch.Tensor | None:
-        """``[B, G]`` teacher scores of each group (NaN where unknown), or None when the data has none."""
+    def _teacher(self, groups: list[Group], whole_batch: bool = False) -> torch.Tensor | None:
+        """``[B, G]`` teacher scores of each group (NaN where unknown), or None when there is no teacher; with a
+        dense teacher (``loss.teacher_index``) and ``whole_batch``, ``[B, B*G]``: every passage of the groups."""
+        if self.teacher is not None:
+            scores = self.teacher.scores([g.qid for g in groups], [d for g in groups for d in g.docids])
+            if whole_batch:
+                return scores
+            rows = torch.arange(len(groups), device=scores.device)
+            return scores.view(len(groups), len(groups), -1)[rows, rows]
         known = self.ctx.data.scores
         if not known:
             return None
@@ -135,9 +149,9 @@ class GroupTask(TrainingTask):
         takes them: all of them (``task.in_batch``, judged-relevant passages of other queries masked), else each
         query's own group ``[B, G]``; with the groups' teacher scores."""
         size, device = batch.inputs.group_size, scores.device
-        b = scores.shape[0]
-        teacher = self._teacher(batch.mine)
-        if self.ctx.config.task.in_batch:
+        b, in_batch = scores.shape[0], self.ctx.config.task.in_batch
+        teacher = self._teacher(batch.mine, in_batch)
+        if in_batch:
             mask = in_batch_mask(batch.mine, self.ctx.data.exclude).to(device)
             return GroupScores(scores.masked_fill(mask, float("-inf")), torch.arange(b, device=device) * size, size,
                                True, teacher)
@@ -286,9 +300,10 @@ class ContrastiveTask(GroupTask):
         if self.ctx.config.task.in_batch and self.ctx.config.task.cross_batch and dist.enabled:
             mask = in_batch_mask(batch.groups, exclude).to(device)
             scores = self.score_groups(dist.gather_with_grad(queries), dist.gather_with_grad(passages),
-                                       group_size, True, mask, self._teacher(batch.groups))
+                                       group_size, True, mask, self._teacher(batch.groups, True))
             return StepLoss(self.loss_fn(scores), dist.world_size, True)
         in_batch = self.ctx.config.task.in_batch
         mask = in_batch_mask(batch.mine, exclude).to(device) if in_batch else None
-        scores = self.score_groups(queries, passages, group_size, in_batch, mask, self._teacher(batch.mine))
+        scores = self.score_groups(queries, passages, group_size, in_batch, mask,
+                                   self._teacher(batch.mine, in_batch))
         return StepLoss(self.loss_fn(scores))

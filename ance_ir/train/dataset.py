@@ -195,8 +195,9 @@ class GroupsSource(DataSource):
         _note_missing(missing, d.groups)
         if not pairs:
             raise ValueError(f"no training pairs: no group of {d.groups} has a positive in {d.corpus}")
-        if LOSSES[self.config.loss.name].needs_teacher and not any(scores.values()):
-            raise ValueError(f"{d.groups}: no passage has a score, and loss {self.config.loss.name!r} needs teacher "
+        loss = self.config.loss
+        if LOSSES[loss.name].needs_teacher and not loss.teacher_index and not any(scores.values()):
+            raise ValueError(f"{d.groups}: no passage has a score, and loss {loss.name!r} needs teacher "
                              "scores (write them with python -m ance_ir.rerank --groups)")
         return TrainData(corpus_path, docids, texts, queries, exclude, pairs, negatives, scores)
 

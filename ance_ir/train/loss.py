@@ -4,8 +4,9 @@ A task scores its batch with the model (any kind: dot products, MaxSim, a cross-
 loss a :class:`GroupScores`: ``B`` queries, each with a group of ``G`` passages (its positive first, then
 its negatives), scored against its own group only (``[B, G]``) or against every passage of the batch
 (``[B, B*G]``, in-batch negatives, positive of query ``i`` in column ``i*G``; ``-inf`` where a passage must
-not count). Teacher scores of each query's own group (``[B, G]``, NaN where unknown) come along for
-distillation losses. A new loss is one subclass with a ``name`` (and the ``options`` it takes, name ->
+not count). Teacher scores come along for distillation losses: of each query's own group (``[B, G]``, NaN where
+unknown), or, from a dense teacher (:mod:`ance_ir.train.teacher`), of every passage the student scores (the
+shape of ``scores``). A new loss is one subclass with a ``name`` (and the ``options`` it takes, name ->
 default), decorated with :func:`register_loss`.
 """
 
@@ -178,9 +179,10 @@ def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class DistillationLoss(ContrastiveLoss):
-    """A loss matching the teacher's scores of each query's own group (``[B, G]``, positive first); entries the
-    teacher did not score (NaN) are left out (a margin needs its positive and negative scored, a distribution two
-    passages).
+    """A loss matching the teacher's scores: of each query's own group (``[B, G]``, positive first), or of every
+    passage the student scores when the teacher's scores have the student's shape (a dense teacher with in-batch
+    negatives). Entries the teacher did not score (NaN) or the student may not count (``-inf``) are left out (a
+    margin needs its positive and negative scored, a distribution two passages).
 
     ``label_weight`` > 0 adds that times ``nll`` on the labels (the positive against every scored passage, the
     batch's other passages too when the task scores them): TAS-B's dual supervision, teacher margins and in-batch
@@ -201,13 +203,19 @@ class DistillationLoss(ContrastiveLoss):
     def distil(self, batch: GroupScores) -> torch.Tensor:
         """The distillation term of ``batch``."""
 
-    def own_and_teacher(self, batch: GroupScores) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The student's own-group scores, the teacher's (NaN replaced by 0) and where the teacher's are known."""
+    def aligned(self, batch: GroupScores) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The student's scores the teacher's columns match (each group's, or all of them), the teacher's (unknown
+        ones 0), where both are known (the student's unknown ones are 0 too), and each row's positive column."""
         if batch.teacher is None:
             raise ValueError(f"loss {self.name!r} needs teacher scores: train on groups scored by a teacher "
-                             "(data.source: groups, written by python -m ance_ir.rerank --groups)")
-        known = ~torch.isnan(batch.teacher)
-        return batch.own, torch.nan_to_num(batch.teacher), known
+                             "(data.source: groups, written by python -m ance_ir.rerank --groups) or set "
+                             "loss.teacher_index")
+        if batch.teacher.shape == batch.scores.shape:
+            student, positive = batch.scores, batch.targets
+        else:
+            student, positive = batch.own, torch.zeros_like(batch.targets)
+        known = ~torch.isnan(batch.teacher) & torch.isfinite(student)
+        return student.masked_fill(~known, 0.0), torch.nan_to_num(batch.teacher), known, positive[:, None]
 
 
 @register_loss
@@ -217,7 +225,7 @@ class MSELoss(DistillationLoss):
     name = "mse"
 
     def distil(self, batch: GroupScores) -> torch.Tensor:
-        student, teacher, known = self.own_and_teacher(batch)
+        student, teacher, known, _ = self.aligned(batch)
         errors = (student / self.temperature - teacher) ** 2
         return (errors * known).sum() / known.sum().clamp(min=1)
 
@@ -225,28 +233,28 @@ class MSELoss(DistillationLoss):
 @register_loss
 class MarginMSELoss(DistillationLoss):
     """Margin-MSE (Hofstätter et al.): the squared difference between the student's margin ``s+ - s-`` (over
-    ``temperature``) and the teacher's ``t+ - t-``, over every (positive, negative) pair of each group."""
+    ``temperature``) and the teacher's ``t+ - t-``, over every (positive, negative) pair the teacher scored."""
 
     name = "margin-mse"
 
     def distil(self, batch: GroupScores) -> torch.Tensor:
-        student, teacher, known = self.own_and_teacher(batch)
-        student_margins = (student[:, :1] - student[:, 1:]) / self.temperature
-        teacher_margins = teacher[:, :1] - teacher[:, 1:]
-        pairs = known[:, :1] & known[:, 1:]
+        student, teacher, known, positive = self.aligned(batch)
+        student_margins = (student.gather(1, positive) - student) / self.temperature
+        teacher_margins = teacher.gather(1, positive) - teacher
+        pairs = (known & known.gather(1, positive)).scatter(1, positive, False)
         return (((student_margins - teacher_margins) ** 2) * pairs).sum() / pairs.sum().clamp(min=1)
 
 
 @register_loss
 class KLLoss(DistillationLoss):
-    """KL(teacher || student) between each group's softmax of the teacher's scores over ``teacher_temperature``
-    and of the student's over ``temperature`` (listwise distillation), over the passages the teacher scored."""
+    """KL(teacher || student) between each row's softmax of the teacher's scores over ``teacher_temperature``
+    and of the student's over ``temperature`` (listwise distillation), over the passages both score."""
 
     name = "kl"
     options = {**DistillationLoss.options, "teacher_temperature": 1.0}
 
     def distil(self, batch: GroupScores) -> torch.Tensor:
-        student, teacher, known = self.own_and_teacher(batch)
+        student, teacher, known, _ = self.aligned(batch)
         rows = known.sum(1) >= 2
         if not rows.any():
             return student.sum() * 0.0

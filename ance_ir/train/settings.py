@@ -170,6 +170,10 @@ class LossSection(Section):
                            "built in) or a plugin's", "loss")
     temperature: float = _opt(1.0, "scores are divided by this before the softmax (scale = 1/temperature)",
                               "temperature")
+    teacher_index: str | None = _opt(None, "distillation from a dense teacher: its dense index of the corpus "
+                                           "(python -m ance_ir.encode); its recorded encoder's query vectors "
+                                           "score every passage the task scores, in-batch ones too, instead of "
+                                           "the groups' teacher scores", "teacher_index")
     options: dict[str, Any] = _opt({}, "further settings the loss declares")
 
     def check(self) -> None:
