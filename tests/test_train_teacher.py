@@ -88,5 +88,8 @@ def test_teacher_settings_that_cannot_work_are_refused(toy, teacher_index, tmp_p
     with pytest.raises(ValueError, match="task .adore. does not train on groups"):
         toy_config(toy, tmp_path / "adore", **settings(teacher_index, **{"task.name": "adore",
                                                                            "task.index": str(teacher_index)}))
+    with pytest.raises(ValueError, match="RocketQAv2's teacher is the ranker it trains"):
+        toy_config(toy, tmp_path / "v2", **settings(teacher_index, **{"task.name": "rocketqa-v2",
+                                                                        "task.ranker": str(toy / "bert")}))
     with pytest.raises(ConfigError, match="lacks 2 passages of the training corpus"):
         DenseTeacher(str(teacher_index), QUERIES, ["d1", "d3", "new1", "new2"], torch.device("cpu"))

@@ -101,6 +101,8 @@ class RocketQAv2Task(GroupTask):
                                              "model folder (trained with task: cross-encoder)")
         if config.model.kind not in (None, "dense"):
             raise ConfigError("model.kind", f"the retriever is a dense dual encoder, got {config.model.kind!r}")
+        if config.loss.teacher_index:
+            raise ConfigError("loss.teacher_index", "RocketQAv2's teacher is the ranker it trains (task.ranker)")
         super().check_config(config)
         if config.task.in_batch:
             raise ConfigError("task.in_batch", "RocketQAv2 distils each query's own candidate list; the ranker "
