@@ -348,3 +348,38 @@ def test_cli_needs_qrels_for_a_topics_file(toy_collection, toy_run, tmp_path):
                  "--source", "run", "--run", str(toy_run), "--output", str(tmp_path / "g.jsonl"))
     assert result.returncode == 2
     assert result.stderr == f"error: no qrels are known for {toy_collection['topics']}; pass --qrels\n"
+
+
+def test_pseudo_positives_label_topics_from_the_ranking(toy_collection, tmp_path):
+    run = tmp_path / "teacher.trec"
+    run.write_text("q1 Q0 x9 1 0.95 t\nq1 Q0 d2 2 0.9 t\nq1 Q0 d5 3 0.8 t\nq1 Q0 d1 4 0.4 t\nq1 Q0 d3 5 0.3 t\n"
+                   "q2 Q0 d4 1 0.45 t\nq2 Q0 d6 2 0.2 t\n")
+    topics = {"q1": "cat dogs", "q2": "bread", "q3": "never retrieved"}
+    groups, report = build_groups(topics, {}, toy_collection["corpus"], RunSource(run), hits=10, depth=2,
+                                  pseudo_positives=2)
+    assert [g.query_id for g in groups] == ["q1", "q2"] and report.without_positive == 1
+    # x9 is not in the corpus: the top 2 of the corpus are the positives, the next ones the negatives
+    assert [p.docid for p in groups[0].positives] == ["d2", "d5"]
+    assert [p.docid for p in groups[0].negatives] == ["d1", "d3"] and groups[0].negatives[0].score == 0.4
+    assert [p.docid for p in groups[1].positives] == ["d4", "d6"] and groups[1].negatives == ()
+    confident, _ = build_groups(topics, {}, toy_collection["corpus"], RunSource(run), hits=10, depth=2,
+                                pseudo_positives=2, min_pseudo_score=0.5)
+    assert [(g.query_id, [p.docid for p in g.positives]) for g in confident] == [("q1", ["d2", "d5"])]
+    assert [p.docid for p in confident[0].negatives] == ["d1", "d3"]
+
+
+def test_cli_pseudo_positives(toy_collection, toy_run, tmp_path):
+    common = ["--topics", str(toy_collection["topics"]), "--corpus", str(toy_collection["corpus"]), "--source",
+              "run", "--run", str(toy_run), "--depth", "2"]
+    out = tmp_path / "pseudo.jsonl"
+    result = cli(*common, "--pseudo-positives", "1", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    groups = read_groups(out)
+    assert [(g.query_id, [p.docid for p in g.positives], [p.docid for p in g.negatives]) for g in groups] == \
+        [(q, ["d1"], ["d2", "d3"]) for q in TOY_TOPICS]
+    for args, message in ((["--pseudo-positives", "1", "--qrels", str(toy_collection["qrels"])], "drop --qrels"),
+                          (["--qrels", str(toy_collection["qrels"]), "--min-pseudo-score", "1"],
+                           "--min-pseudo-score needs --pseudo-positives")):
+        refused = tmp_path / "refused.jsonl"
+        result = cli(*common, *args, "--output", str(refused))
+        assert result.returncode == 2 and message in result.stderr and not refused.exists()

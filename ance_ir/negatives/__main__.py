@@ -13,6 +13,12 @@ ranks in [skip, max-rank) (0-based, counted before any removal); --margin / --re
 candidates scoring within that distance of the query's lowest-scoring retrieved positive (the rules of
 sentence-transformers' mine_hard_negatives). With the defaults and a bm25 source this is exactly the
 trainer's BM25 warm-up negatives (ance_ir.bm25.bm25_negatives at depth 200).
+
+Topics without qrels get pseudo labels with --pseudo-positives K: each query's top K candidates (scoring at least
+--min-pseudo-score) are its positives, e.g. a teacher's ranking of unlabelled queries (RocketQA's augmentation):
+
+    python -m ance_ir.negatives --topics msmarco-dev --corpus rag24-mini --source dense \
+        --index indexes/rag24-mini.minilm --hits 31 --depth 30 --pseudo-positives 1 --output pseudo.jsonl.gz
 """
 
 from __future__ import annotations
@@ -68,6 +74,12 @@ def build_parser() -> ArgumentParser:
     mining.add_argument("--min-positive-grade", type=int, default=1,
                         help="judgments of at least this grade are positives (default 1: binary qrels; graded "
                              "qrels such as rag24-mini's 0-3 may want 2, as the trainer's configs use)")
+    mining.add_argument("--pseudo-positives", type=positive_int, metavar="K",
+                        help="topics without qrels: each query's top K candidates are its positives (pseudo labels, "
+                             "e.g. from a teacher's run: RocketQA's augmentation); its negatives the rest")
+    mining.add_argument("--min-pseudo-score", type=float, metavar="S",
+                        help="with --pseudo-positives: only candidates scoring at least S (the confident ones); a "
+                             "query with none gets no group")
     mining.add_argument("--exclude-grade", type=int, default=1, help="passages judged at least this grade are never "
                                                                       "negatives (default 1)")
     return parser
@@ -119,7 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     check_mining_params(args.depth, args.skip, args.max_rank, args.margin, args.relative_margin)
     source = build_source(args.source, **source_params(args))
     topics = resolve_topics(args.topics)
-    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    if args.pseudo_positives and args.qrels:
+        raise ValueError("--pseudo-positives labels topics from the source's ranking; drop --qrels")
+    if args.min_pseudo_score is not None and not args.pseudo_positives:
+        raise ValueError("--min-pseudo-score needs --pseudo-positives")
+    if args.pseudo_positives:
+        qrels = {}
+    else:
+        qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     if qrels is None:
         raise ValueError(f"no qrels are known for {args.topics}; pass --qrels")
     corpus = resolve_corpus(args.corpus)
@@ -127,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip, max_rank=args.max_rank,
         margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
         exclude_grade=args.exclude_grade, with_text=args.with_text,
-        progress=lambda line: print(f"{line} ...", file=sys.stderr))
+        progress=lambda line: print(f"{line} ...", file=sys.stderr), pseudo_positives=args.pseudo_positives or 0,
+        min_pseudo_score=args.min_pseudo_score)
 
-    qrels_name = args.qrels or args.topics
+    qrels_name = "the pseudo labels" if args.pseudo_positives else args.qrels or args.topics
     if not groups:
         raise ValueError(f"no training groups: no topic of {args.topics} has a passage of {args.corpus} judged "
                          f">= {args.min_positive_grade} in {qrels_name}")

@@ -100,10 +100,23 @@ class MiningReport:
     short: int = 0  # groups with fewer than ``depth`` negatives
 
 
+def pseudo_qrels(ranking: Mapping[str, Ranking], count: int, min_score: float | None, docids: Collection[str],
+                 grade: int = 1) -> Qrels:
+    """Pseudo labels: each query's top ``count`` candidates of ``docids`` scoring at least ``min_score`` (all of
+    them when None), judged ``grade``; a query with none has no judgment."""
+    qrels: Qrels = {}
+    for qid, candidates in ranking.items():
+        top = [d for d, score in candidates if d in docids and (min_score is None or score >= min_score)]
+        if top[:count]:
+            qrels[qid] = {d: grade for d in top[:count]}
+    return qrels
+
+
 def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: CandidateSource, hits: int,
                  depth: int, skip: int = 0, max_rank: int | None = None, margin: float | None = None,
                  relative_margin: float | None = None, min_positive_grade: int = 1, exclude_grade: int = 1,
                  with_text: bool = False, progress: Callable[[str], None] | None = None,
+                 pseudo_positives: int = 0, min_pseudo_score: float | None = None,
                  ) -> tuple[list[TrainingGroup], MiningReport]:
     """Training groups for the topics that have a positive (judged >= ``min_positive_grade``, in ``corpus``).
 
@@ -113,6 +126,11 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
     Positives carry the source's score when the source retrieved them. Passage texts (and titles) are
     filled from ``corpus`` only with ``with_text``. Groups follow the topics' order. ``progress`` is called
     with a line to show just before the source retrieves (after all input was read and checked).
+
+    ``pseudo_positives`` > 0 labels topics without judgments (``qrels`` unused): each query's top
+    ``pseudo_positives`` candidates scoring at least ``min_pseudo_score`` are its positives
+    (:func:`pseudo_qrels`; RocketQA's augmentation, confident pseudo pairs from a teacher's ranking), and its
+    negatives are mined from the rest of the same ranking.
     """
     check_mining_params(depth, skip, max_rank, margin, relative_margin)
     passages: dict[str, Passage] = {}
@@ -123,6 +141,12 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
         docids.add(p.docid)
 
     report = MiningReport(topics=len(topics))
+    ranking = None
+    if pseudo_positives:
+        if progress:
+            progress(f"retrieving the top {hits} {source.name} candidates for {len(topics)} queries to label")
+        ranking = source.retrieve(dict(topics), hits)
+        qrels = pseudo_qrels(ranking, pseudo_positives, min_pseudo_score, docids, max(min_positive_grade, 1))
     positives: dict[str, list[str]] = {}
     judged: dict[str, set[str]] = {}
     for qid in topics:
@@ -139,9 +163,10 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
     if not queries:
         return [], report
 
-    if progress:
-        progress(f"retrieving the top {hits} {source.name} candidates for {len(queries)} queries")
-    ranking = source.retrieve(queries, hits)
+    if ranking is None:
+        if progress:
+            progress(f"retrieving the top {hits} {source.name} candidates for {len(queries)} queries")
+        ranking = source.retrieve(queries, hits)
     total = 0
     for qid in queries:
         candidates = ranking.get(qid, [])
