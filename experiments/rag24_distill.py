@@ -40,6 +40,11 @@ SCORED = WORK / "groups.minilm-ce.jsonl.gz"
 DENSE_TEACHER = WORK / "minilm-index"
 TEACHER_NEGATIVES = ("negatives.name=candidates", "negatives.depth=30", "negatives.source=dense",
                      f"negatives.index={DENSE_TEACHER}", "task.in_batch=true")
+PSEUDO = WORK / "groups.msmarco-dev.minilm.jsonl.gz"
+WITH_PSEUDO = WORK / "groups.bm25-and-msmarco-dev.jsonl.gz"
+# the training topics' groups (30 BM25 negatives) and the MS MARCO dev queries labelled by the teacher
+PSEUDO_GROUPS = ("data.source=groups", f"data.groups={WITH_PSEUDO}", "negatives.name=groups", "negatives.depth=30",
+                 "task.in_batch=true")
 BERT_TINY = ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--temperature", "1.0", "--lr", "1e-4",
              "--batch-size", "16", "--warmup-ratio", "0.1", "--max-steps", "600", "--refresh-every", "0",
              "--no-progress")
@@ -52,7 +57,7 @@ class Row:
 
     name: str
     label: str
-    config: str
+    config: str | None  # None: Table 1's DPR command alone (dense rows)
     sets: tuple[str, ...] = ()
     teacher: str = "cross-encoder"
 
@@ -66,15 +71,22 @@ ROWS = [
     Row("kl-inbatch", "KL + in-batch NLL (7 BM25 negatives)", "kl", ("task.in_batch=true", "loss.label_weight=1")),
     # the same loss on topic-aware (k-means, one topic a batch), margin-balanced (10 bins) batches
     Row("tas-b", "TAS-B: Margin-MSE + in-batch NLL, topic and margin-balanced batches", "tas-b"),
-    # DPR with a dense teacher scoring all 32 passages of each batch
+    # DPR with a dense teacher scoring all 32 passages of each batch; DPR itself trained again, its model kept
+    Row("dpr-again", "DPR trained again here (no teacher)", None, teacher="dense"),
     Row("kl-dense", "DPR + KL to zero-shot MiniLM over the batch", "kl-dense-teacher", teacher="dense"),
-    Row("kl-dense-only", "KL to zero-shot MiniLM over the batch, no labels", "kl-dense-teacher",
+    Row("kl-dense-only", "KL to zero-shot MiniLM over the batch, no NLL", "kl-dense-teacher",
         ("loss.label_weight=0",), teacher="dense"),
     # the negative drawn from the teacher's own top 30 (judged passages removed) instead of BM25's top 200
     Row("kl-dense-hard", "DPR + KL to MiniLM, negatives from MiniLM's top 30", "kl-dense-teacher",
         TEACHER_NEGATIVES, teacher="dense"),
-    Row("kl-dense-hard-only", "KL to MiniLM, negatives from MiniLM's top 30, no labels", "kl-dense-teacher",
+    Row("kl-dense-hard-only", "KL to MiniLM, negatives from MiniLM's top 30, no NLL", "kl-dense-teacher",
         (*TEACHER_NEGATIVES, "loss.label_weight=0"), teacher="dense"),
+    # more queries than the 191 training topics: 6,980 MS MARCO dev queries without labels, each with MiniLM's top
+    # passage as its positive and its next 30 as negatives, trained on along with the training topics
+    Row("kl-dense-pseudo", "DPR + KL to MiniLM, plus 6,980 MS MARCO queries labelled by MiniLM", "kl-dense-teacher",
+        PSEUDO_GROUPS, teacher="dense"),
+    Row("kl-dense-pseudo-only", "KL to MiniLM, plus the MiniLM-labelled MS MARCO queries, no NLL",
+        "kl-dense-teacher", (*PSEUDO_GROUPS, "loss.label_weight=0"), teacher="dense"),
 ]
 TEACHERS = ("cross-encoder", "dense")
 
@@ -102,6 +114,20 @@ def dense_teacher() -> Path:
     return DENSE_TEACHER
 
 
+def pseudo_groups() -> Path:
+    """The training topics' groups of BM25 negatives and MS MARCO's dev queries labelled by the dense teacher
+    (its top passage of the corpus the positive, the next 30 the negatives), in one groups file."""
+    from ance_ir.data import read_groups, write_groups
+
+    if not PSEUDO.is_file():
+        sh(py("ance_ir.negatives", "--topics", "msmarco-dev", "--corpus", "rag24-mini", "--source", "dense", "--index",
+              str(dense_teacher()), "--hits", "31", "--depth", "30", "--pseudo-positives", "1", "--output",
+              str(PSEUDO)))
+    if not WITH_PSEUDO.is_file():
+        write_groups(WITH_PSEUDO, [*read_groups(bm25_groups()), *read_groups(PSEUDO)])
+    return WITH_PSEUDO
+
+
 def student_args(row: Row) -> list[str]:
     """The ``ance_ir.train`` arguments of a student: the scored groups with the bert-tiny budget, or Table 1's bert-tiny
     DPR flags with the dense teacher's index."""
@@ -110,17 +136,23 @@ def student_args(row: Row) -> list[str]:
     family = FAMILIES["bert-tiny"]
     return [*COMMON, *family.flags, "--model", family.model, "--negatives", "dpr", "--bm25-index",
             str(work("bert-tiny", "bm25-index")), "--max-steps", str(family.warmup + family.cont), "--refresh-every",
-            "0", "--teacher-index", str(dense_teacher())]
+            "0", *(["--teacher-index", str(dense_teacher())] if row.config else [])]
+
+
+def bm25_groups() -> Path:
+    """Each training topic's positives (grade >= 2) and 30 BM25 negatives (judged passages removed)."""
+    if not GROUPS.is_file():
+        WORK.mkdir(parents=True, exist_ok=True)
+        sh(py("ance_ir.negatives", "--topics", "rag24-mini-train", "--qrels", "rag24-mini-train", "--corpus",
+              "rag24-mini", "--source", "run", "--run", BM25_RUNS["train"], "--depth", "30",
+              "--min-positive-grade", "2", "--output", str(GROUPS)))
+    return GROUPS
 
 
 def teacher() -> None:
     """The groups of BM25 negatives, scored by the cross-encoder."""
-    WORK.mkdir(parents=True, exist_ok=True)
     teacher_model()
-    if not GROUPS.is_file():
-        sh(py("ance_ir.negatives", "--topics", "rag24-mini-train", "--qrels", "rag24-mini-train", "--corpus",
-              "rag24-mini", "--source", "run", "--run", BM25_RUNS["train"], "--depth", "30",
-              "--min-positive-grade", "2", "--output", str(GROUPS)))
+    bm25_groups()
     if not SCORED.is_file():
         sh(py("ance_ir.rerank", "--groups", str(GROUPS), "--corpus", "rag24-mini", "--model", str(TEACHER),
               "--output", str(SCORED), "--quiet"))
@@ -134,8 +166,8 @@ def train_row(row: Row, seed: int) -> None:
     model = WORK / f"{row.name}.seed{seed}"
     if not (model / "final").is_dir():
         sets = [a for s in row.sets for a in ("--set", s)]
-        sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
-              "--output", str(model), *student_args(row), *sets))
+        config = ["--config", f"configs/rag24-mini/{row.config}.yaml"] if row.config else []
+        sh(py("ance_ir.train", *config, "--seed", str(seed), "--output", str(model), *student_args(row), *sets))
     index = WORK / "indexes" / f"{row.name}.seed{seed}"
     if not (index / "meta.json").is_file():
         sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model / "final"), "--output", str(index),
@@ -149,6 +181,8 @@ def train_row(row: Row, seed: int) -> None:
 def run(seeds: list[int], only: list[str] | None, kind: str) -> None:
     if kind == "cross-encoder":
         teacher()
+    elif only is None or any("pseudo" in name for name in only):
+        pseudo_groups()
     for seed in seeds:
         for row in ROWS:
             if row.teacher == kind and (only is None or row.name in only):
@@ -168,7 +202,54 @@ def report(seeds: list[int], output: str, kind: str) -> None:
               + f"python -m experiments.rag24_distill run --teacher {kind} --seeds {seeds_text}\n"
               f"python -m experiments.rag24_distill report --teacher {kind} --seeds {seeds_text} "
               f"--output {output}\n```")
-    write_section(output, "distill-bert-tiny" if kind == "cross-encoder" else "distill-dense-bert-tiny", body)
+    seeds_marker = "-".join(map(str, seeds))
+    write_section(output, "distill-bert-tiny" if kind == "cross-encoder" else f"distill-dense-seeds-{seeds_marker}",
+                  body)
+
+
+def teacher_kl(index: Path, topics: str, depth: int = 100, teacher_temperature: float = 0.05) -> float:
+    """Mean over ``topics`` of KL(teacher || student) over each query's top ``depth`` passages by the dense teacher:
+    the teacher's cosines over ``teacher_temperature`` against the student's (``index``'s) dot products, the two
+    distributions the rows' loss matches on the training topics."""
+    import torch
+
+    from ance_ir.datasets import resolve_topics
+    from ance_ir.train.teacher import DenseTeacher
+
+    queries = resolve_topics(topics)
+    cpu = torch.device("cpu")
+    big, small = DenseTeacher(str(DENSE_TEACHER), queries, [], cpu), DenseTeacher(str(index), queries, [], cpu)
+    qids, docids = sorted(queries), list(big.row)
+    teacher = big.scores(qids, docids) / teacher_temperature
+    top = teacher.topk(depth, dim=1).indices
+    student = small.scores(qids, docids)
+    log_t = torch.log_softmax(teacher.gather(1, top), 1)
+    log_s = torch.log_softmax(student.gather(1, top), 1)
+    return float((log_t.exp() * (log_t - log_s)).sum(1).mean())
+
+
+def agreement(seeds: list[int], output: str) -> None:
+    """How closely each dense-teacher row's student matches the teacher on the training topics (what it was fitted
+    to) and on the test topics, beside its test nDCG@10."""
+    import statistics
+
+    from experiments.rag24_interaction_report import per_query_of
+
+    lines = ["| row | seed | KL(teacher ‖ student), training topics | KL, test topics | test nDCG@10 |",
+             "| --- | --- | --- | --- | --- |"]
+    for row in (r for r in ROWS if r.teacher == "dense"):
+        for seed in seeds:
+            index = WORK / "indexes" / f"{row.name}.seed{seed}"
+            if not (index / "meta.json").is_file():
+                continue
+            ndcg = statistics.fmean(v[0] for v in per_query_of([run_file(row.name, seed)])["ndcg_cut_10"].values())
+            lines.append(f"| {row.label} | {seed} | {teacher_kl(index, 'rag24-mini-train'):.3f} | "
+                         f"{teacher_kl(index, 'rag24-mini-test'):.3f} | {ndcg:.4f} |")
+    seeds_text = " ".join(map(str, seeds))
+    body = ("\n".join(lines) + "\n\nKL over each query's top 100 passages by the teacher (its cosines / 0.05, the "
+            "student's dot products), mean over the topics.\n\n```bash\n"
+            f"python -m experiments.rag24_distill agreement --seeds {seeds_text} --output {output}\n```")
+    write_section(output, "distill-dense-agreement", body)
 
 
 def main() -> None:
@@ -183,11 +264,16 @@ def main() -> None:
     report_parser.add_argument("--output", default="docs/distill-rag24.md")
     for sub in (run_parser, report_parser):
         sub.add_argument("--teacher", choices=TEACHERS, default="cross-encoder", help="the rows of this teacher")
+    agreement_parser = commands.add_parser("agreement", help="the dense-teacher rows' KL to the teacher")
+    agreement_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    agreement_parser.add_argument("--output", default="docs/distill-rag24.md")
     args = parser.parse_args()
     if args.command == "teacher":
         teacher()
     elif args.command == "run":
         run(args.seeds, args.only, args.teacher)
+    elif args.command == "agreement":
+        agreement(args.seeds, args.output)
     else:
         report(args.seeds, args.output, args.teacher)
 

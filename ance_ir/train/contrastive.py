@@ -147,7 +147,7 @@ class GroupTask(TrainingTask):
     def scores_against_batch(self, scores: torch.Tensor, batch: GroupBatch) -> GroupScores:
         """A model's ``[B, B*G]`` scores of every query against every passage of this process's batch, as the loss
         takes them: all of them (``task.in_batch``, judged-relevant passages of other queries masked), else each
-        query's own group ``[B, G]``; with the groups' teacher scores."""
+        query's own group ``[B, G]``; with the teacher's scores (:meth:`_teacher`)."""
         size, device = batch.inputs.group_size, scores.device
         b, in_batch = scores.shape[0], self.ctx.config.task.in_batch
         teacher = self._teacher(batch.mine, in_batch)
