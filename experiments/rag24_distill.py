@@ -87,6 +87,10 @@ ROWS = [
         PSEUDO_GROUPS, teacher="dense"),
     Row("kl-dense-pseudo-only", "KL to MiniLM, plus the MiniLM-labelled MS MARCO queries, no NLL",
         "kl-dense-teacher", (*PSEUDO_GROUPS, "loss.label_weight=0"), teacher="dense"),
+    # budget or capacity? DPR and DPR + KL trained four times as long
+    Row("dpr-4x", "DPR, 4x the steps (2,400)", None, ("optim.max_steps=2400",), teacher="dense"),
+    Row("kl-dense-4x", "DPR + KL to zero-shot MiniLM over the batch, 4x the steps (2,400)", "kl-dense-teacher",
+        ("optim.max_steps=2400",), teacher="dense"),
 ]
 TEACHERS = ("cross-encoder", "dense")
 
@@ -207,10 +211,13 @@ def report(seeds: list[int], output: str, kind: str) -> None:
                   body)
 
 
-def teacher_kl(index: Path, topics: str, depth: int = 100, teacher_temperature: float = 0.05) -> float:
-    """Mean over ``topics`` of KL(teacher || student) over each query's top ``depth`` passages by the dense teacher:
-    the teacher's cosines over ``teacher_temperature`` against the student's (``index``'s) dot products, the two
-    distributions the rows' loss matches on the training topics."""
+def teacher_agreement(index: Path, topics: str, depth: int = 100,
+                      teacher_temperature: float = 0.05) -> tuple[float, float]:
+    """How close the student (``index``) comes to the dense teacher on ``topics``, mean over the topics: KL(teacher ||
+    student) over each query's top ``depth`` passages by the teacher (the teacher's cosines over
+    ``teacher_temperature`` against the student's dot products: the distributions the rows' loss matches, so the
+    student's score scale counts too), and the share of the teacher's top 10 of the corpus in the student's (scale
+    free)."""
     import torch
 
     from ance_ir.datasets import resolve_topics
@@ -220,12 +227,14 @@ def teacher_kl(index: Path, topics: str, depth: int = 100, teacher_temperature: 
     cpu = torch.device("cpu")
     big, small = DenseTeacher(str(DENSE_TEACHER), queries, [], cpu), DenseTeacher(str(index), queries, [], cpu)
     qids, docids = sorted(queries), list(big.row)
-    teacher = big.scores(qids, docids) / teacher_temperature
+    teacher, student = big.scores(qids, docids) / teacher_temperature, small.scores(qids, docids)
     top = teacher.topk(depth, dim=1).indices
-    student = small.scores(qids, docids)
     log_t = torch.log_softmax(teacher.gather(1, top), 1)
     log_s = torch.log_softmax(student.gather(1, top), 1)
-    return float((log_t.exp() * (log_t - log_s)).sum(1).mean())
+    kl = float((log_t.exp() * (log_t - log_s)).sum(1).mean())
+    mine = student.topk(10, dim=1).indices
+    overlap = float((top[:, :10, None] == mine[:, None, :]).any(2).float().mean())
+    return kl, overlap
 
 
 def agreement(seeds: list[int], output: str) -> None:
@@ -235,19 +244,21 @@ def agreement(seeds: list[int], output: str) -> None:
 
     from experiments.rag24_interaction_report import per_query_of
 
-    lines = ["| row | seed | KL(teacher ‖ student), training topics | KL, test topics | test nDCG@10 |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| row | seed | KL(teacher ‖ student): training topics | test topics | teacher's top 10 in the "
+             "student's: training topics | test topics | test nDCG@10 |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in (r for r in ROWS if r.teacher == "dense"):
         for seed in seeds:
             index = WORK / "indexes" / f"{row.name}.seed{seed}"
             if not (index / "meta.json").is_file():
                 continue
             ndcg = statistics.fmean(v[0] for v in per_query_of([run_file(row.name, seed)])["ndcg_cut_10"].values())
-            lines.append(f"| {row.label} | {seed} | {teacher_kl(index, 'rag24-mini-train'):.3f} | "
-                         f"{teacher_kl(index, 'rag24-mini-test'):.3f} | {ndcg:.4f} |")
+            (kl_train, top_train), (kl_test, top_test) = (teacher_agreement(index, t) for t in
+                                                          ("rag24-mini-train", "rag24-mini-test"))
+            lines.append(f"| {row.label} | {seed} | {kl_train:.3f} | {kl_test:.3f} | {top_train:.3f} | "
+                         f"{top_test:.3f} | {ndcg:.4f} |")
     seeds_text = " ".join(map(str, seeds))
     body = ("\n".join(lines) + "\n\nKL over each query's top 100 passages by the teacher (its cosines / 0.05, the "
-            "student's dot products), mean over the topics.\n\n```bash\n"
+            "student's dot products); top 10s over the whole corpus; means over the topics.\n\n```bash\n"
             f"python -m experiments.rag24_distill agreement --seeds {seeds_text} --output {output}\n```")
     write_section(output, "distill-dense-agreement", body)
 
