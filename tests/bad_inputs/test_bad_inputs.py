@@ -241,10 +241,18 @@ CASES = {
                                {"c.yaml": TRAIN_YAML}),
     "train-output-is-a-file": Case("train", "--config {T}/c.yaml", "{T}/run", "the output exists and is not a folder",
                                    {"c.yaml": TRAIN_YAML, "run": "a file"}),
+    "train-teacher-index-missing": Case("train", "--config {T}/c.yaml --loss kl --teacher-index {T}/nowhere",
+                                        "{T}/nowhere", "no such dense index folder", {"c.yaml": TRAIN_YAML}),
+    "train-teacher-index-without-distillation": Case("train", "--config {T}/c.yaml --teacher-index {W}/dense", "",
+                                                     "loss 'nll' uses no teacher scores", {"c.yaml": TRAIN_YAML}),
     # negatives
     "negatives-bm25-without-index": Case("negatives", NEGATIVES, "", "--source bm25 needs --index"),
     "negatives-run-without-run": Case("negatives", NEGATIVES + " --source run", "", "--source run needs --run"),
     "negatives-depth-0": Case("negatives", NEGATIVES + " --depth 0", "", "argument --depth"),
+    "negatives-pseudo-positives-with-qrels": Case("negatives", NEGATIVES + " --source run --run {W}/run.trec "
+                                                  "--pseudo-positives 1", "", "--pseudo-positives labels topics"),
+    "negatives-pseudo-positives-0": Case("negatives", NEGATIVES + " --pseudo-positives 0", "",
+                                         "argument --pseudo-positives"),
     "negatives-margin-negative": Case("negatives", NEGATIVES + " --margin -1", "", "argument --margin"),
     "negatives-k1-nan": Case("negatives", NEGATIVES + " --k1 nan", "", "argument --k1: expected a finite number"),
     "negatives-run-nan": Case("negatives", NEGATIVES + " --source run --run {F}/run_nan.trec", "{F}/run_nan.trec:2",
