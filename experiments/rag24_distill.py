@@ -18,7 +18,9 @@ seeds (paired t-test over topics).
 
 ``--teacher dense`` runs the rows whose teacher is zero-shot all-MiniLM-L6-v2, a dense model (``loss.teacher_index``:
 its index of the corpus, ``train-runs/distill/minilm-index``, encoded first when it is missing): Table 1's DPR row
-itself (its flags, ``--negatives dpr``, 600 steps) with the loss of ``configs/rag24-mini/kl-dense-teacher.yaml``.
+itself (its flags, ``--negatives dpr``, 600 steps unless a row sets more) with the loss of
+``configs/rag24-mini/kl-dense-teacher.yaml`` (a row without a config: DPR alone). ``agreement`` measures how close
+each of their students comes to the teacher (KL over the teacher's top 100, share of its top 10).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def pseudo_groups() -> Path:
 
 def student_args(row: Row) -> list[str]:
     """The ``ance_ir.train`` arguments of a student: the scored groups with the bert-tiny budget, or Table 1's bert-tiny
-    DPR flags with the dense teacher's index."""
+    DPR flags, with the dense teacher's index when the row has a config."""
     if row.teacher == "cross-encoder":
         return [*BERT_TINY, "--set", f"data.groups={SCORED}"]
     family = FAMILIES["bert-tiny"]
