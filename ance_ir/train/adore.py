@@ -16,7 +16,6 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -68,21 +67,16 @@ class AdoreTask(TrainingTask):
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         from ance_ir.index import load_dense_index
-        from ance_ir.index.dense_index import stored_vectors
+        from ance_ir.train.teacher import fixed_passage_vectors
 
         options = ctx.config.task.options
         self.index = load_dense_index(options["index"])
-        if self.index.vectors_per_passage != 1:
-            raise ConfigError("task.index", "ADORE needs one vector per passage (a dense model's index)")
+        self.row, vectors = fixed_passage_vectors(self.index, "task.index", {pos for _, pos in ctx.data.pairs},
+                                                  "judged passages of the training pairs")
         if self.index.dim != model.dim:
             raise ConfigError("task.index", f"{options['index']} holds {self.index.dim}-dimensional vectors, the "
                                             f"model's are {model.dim}-dimensional")
-        self.row = {docid: i for i, docid in enumerate(self.index.docids)}
-        missing = sorted({pos for _, pos in ctx.data.pairs} - self.row.keys())
-        if missing:
-            raise ConfigError("task.index", f"{options['index']} lacks {len(missing)} judged passages of the "
-                                            f"training pairs (e.g. {missing[0]!r}); encode the training corpus")
-        self.vectors = torch.from_numpy(np.array(stored_vectors(self.index), dtype=np.float32)).to(ctx.device)
+        self.vectors = torch.from_numpy(vectors).to(ctx.device)
         self.relevant: dict[str, int] = {}
         for qid, _ in ctx.data.pairs:
             self.relevant[qid] = self.relevant.get(qid, 0) + 1
