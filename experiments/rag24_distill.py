@@ -26,9 +26,11 @@ each of their students comes to the teacher (KL over the teacher's top 100, shar
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.common import write_section
 from experiments.comparison import comparison_table
@@ -213,6 +215,21 @@ def report(seeds: list[int], output: str, kind: str) -> None:
                   body)
 
 
+@functools.cache
+def dense_teacher_scores(topics: str) -> tuple[list[str], list[str], Any]:
+    """The dense teacher's scores of every corpus passage for ``topics``: query ids, docids and the ``[Q, P]`` scores
+    (computed once for all the rows ``agreement`` measures)."""
+    import torch
+
+    from ance_ir.datasets import resolve_topics
+    from ance_ir.train.teacher import DenseTeacher
+
+    queries = resolve_topics(topics)
+    teacher = DenseTeacher(str(DENSE_TEACHER), queries, [], torch.device("cpu"))
+    qids, docids = sorted(queries), list(teacher.row)
+    return qids, docids, teacher.scores(qids, docids)
+
+
 def teacher_agreement(index: Path, topics: str, depth: int = 100,
                       teacher_temperature: float = 0.05) -> tuple[float, float]:
     """How close the student (``index``) comes to the dense teacher on ``topics``, mean over the topics: KL(teacher ||
@@ -225,11 +242,9 @@ def teacher_agreement(index: Path, topics: str, depth: int = 100,
     from ance_ir.datasets import resolve_topics
     from ance_ir.train.teacher import DenseTeacher
 
-    queries = resolve_topics(topics)
-    cpu = torch.device("cpu")
-    big, small = DenseTeacher(str(DENSE_TEACHER), queries, [], cpu), DenseTeacher(str(index), queries, [], cpu)
-    qids, docids = sorted(queries), list(big.row)
-    teacher, student = big.scores(qids, docids) / teacher_temperature, small.scores(qids, docids)
+    qids, docids, teacher = dense_teacher_scores(topics)
+    teacher = teacher / teacher_temperature
+    student = DenseTeacher(str(index), resolve_topics(topics), [], torch.device("cpu")).scores(qids, docids)
     top = teacher.topk(depth, dim=1).indices
     log_t = torch.log_softmax(teacher.gather(1, top), 1)
     log_s = torch.log_softmax(student.gather(1, top), 1)

@@ -106,9 +106,9 @@ def pseudo_qrels(ranking: Mapping[str, Ranking], count: int, min_score: float | 
     them when None), judged ``grade``; a query with none has no judgment."""
     qrels: Qrels = {}
     for qid, candidates in ranking.items():
-        top = [d for d, score in candidates if d in docids and (min_score is None or score >= min_score)]
-        if top[:count]:
-            qrels[qid] = {d: grade for d in top[:count]}
+        top = [d for d, score in candidates if d in docids and (min_score is None or score >= min_score)][:count]
+        if top:
+            qrels[qid] = {d: grade for d in top}
     return qrels
 
 
