@@ -22,6 +22,7 @@ configs' bert-tiny settings replaced by the family's):
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
   negatives (``configs/rag24-mini/rocketqa-v2.yaml``), both models under bf16 autocast: the ranker's forward and
   backward over 64 pairs are the step's cost (1.2 queries/s in fp32, ``docs/bench.md``, section 10).
+  A checkpoint every 20 steps (the newest 2 kept): a 72-minute seed survives a killed job.
 
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
 against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log; RocketQAv2's trained ranker also
@@ -79,7 +80,7 @@ ROWS = [
     Row("hard-kl", "the same hard negatives (7) + in-batch, KL to the cross-encoder (distilled)", "rocketqa",
         groups=True, flags=("--set", "loss.name=kl", "--set", "task.n_negatives=7", "--set", "loss.label_weight=1")),
     Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder (bf16)", "rocketqa-v2",
-        groups=True, flags=("--precision", "bf16")),
+        groups=True, flags=("--precision", "bf16", "--set", "save_every=20", "--set", "keep_checkpoints=2")),
 ]
 
 
