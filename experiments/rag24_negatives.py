@@ -80,7 +80,7 @@ ROWS = [
     Row("hard-kl", "the same hard negatives (7) + in-batch, KL to the cross-encoder (distilled)", "rocketqa",
         groups=True, flags=("--set", "loss.name=kl", "--set", "task.n_negatives=7", "--set", "loss.label_weight=1")),
     Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder (bf16)", "rocketqa-v2",
-        groups=True, flags=("--precision", "bf16", "--set", "save_every=20", "--set", "keep_checkpoints=2")),
+        groups=True, flags=("--precision", "bf16", "--save-every", "20", "--keep-checkpoints", "2")),
 ]
 
 
