@@ -15,7 +15,7 @@ import yaml
 from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_module, toy_sections, write_toy_collection
 
 from ance_ir.data import read_run
-from ance_ir.index.compress import compress_index, pack, unpack
+from ance_ir.index.compress import compress_index, decompress, pack, unpack
 from ance_ir.index.token_index import index_bytes, load_token_index
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.colbert import ColBERT
@@ -221,6 +221,15 @@ def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_ind
 def test_compression_keeps_vectors_close_and_small(token_index, tmp_path):
     bits = np.random.default_rng(0).integers(0, 4, size=(5, 16)).astype(np.uint8)
     assert np.array_equal(unpack(pack(bits.astype(np.float32), np.array([0.5, 1.5, 2.5]), 2), 2, 16), bits)
+    rng = np.random.default_rng(1)
+    for b, dim in ((1, 16), (2, 16), (1, 12), (2, 10)):  # 12 and 10: the last byte padded
+        packed = rng.integers(0, 256, size=(7, -(-dim * b // 8)), dtype=np.uint8)
+        weights, centroids = rng.normal(size=2 ** b).astype(np.float32), rng.normal(size=(3, dim)).astype(np.float32)
+        codes = rng.integers(0, 3, size=7)
+        by_hand = np.array([[weights[int("".join(map(str, np.unpackbits(row)[d * b:(d + 1) * b])), 2)]
+                             for d in range(dim)] for row in packed]) + centroids[codes]
+        by_hand /= np.linalg.norm(by_hand, axis=1, keepdims=True)
+        assert np.allclose(decompress(codes, packed, centroids, weights, b), by_hand, atol=1e-6)
     original = load_token_index(token_index)
     exact = original.token_vectors(slice(None))
     errors = {}
