@@ -209,6 +209,19 @@ def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_ind
     pairs = model.score_pairs([TOY_TOPICS["q1"]] * len(texts), texts)
     assert np.allclose(searcher.exhaustive(queries[0]), pairs, atol=1e-2)  # fp16 storage
 
+    everything = np.arange(len(index))
+    for query in queries:  # PLAID's centroid interaction: MaxSim against each token's centroid, by hand
+        by_hand = [max(float(q @ index.centroids[c]) for c in index.codes[index.offsets[p]:index.offsets[p + 1]])
+                   for p in everything for q in query]
+        assert np.allclose(searcher.centroid_scores(query, everything),
+                           np.array(by_hand).reshape(len(index), len(query)).sum(axis=1), atol=1e-5)
+        kept = set(np.argsort(-searcher.centroid_scores(query, everything), kind="stable")[:2])
+        pruned = searcher.rank(query, 5, nprobe=len(index.centroids), ndocs=2)
+        exact = dict(zip(index.docids, searcher.exhaustive(query), strict=True))
+        assert {index.docids[p] for p in kept} == {d for d, _ in pruned}
+        assert all(abs(score - exact[d]) < 1e-5 for d, score in pruned)
+        assert searcher.rank(query, 5, nprobe=1, ndocs=len(index)) == searcher.rank(query, 5, nprobe=1)
+
     output = tmp_path / "run.trec"
     done = run_module("ance_ir.search", "--index", str(token_index), "--topics", str(collection / "topics.tsv"),
                       "--output", str(output), "--hits", "3", "--nprobe", "1000")
@@ -298,6 +311,8 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
                    output)
     assert_refused(search(token_index, "--pooling", "mean"), "--pooling and --normalize are dense settings", output)
     assert_refused(search(token_index, "--nprobe", "-1"), "--nprobe must be 0 (exhaustive) or more", output)
+    assert_refused(search(token_index, "--ndocs", "-1"), "--ndocs must be 0 (no pruning) or more", output)
+    assert_refused(search(dense_index, "--ndocs", "8"), "--ndocs prunes a token index's candidates", output)
     assert_refused(run_module("ance_ir.index.compress", "--index", str(dense_index), "--output", str(output)),
                    "not a token index", output)
     assert_refused(run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),

@@ -13,7 +13,8 @@ known qrels, the metrics are printed.
 
 A token index (a colbert model's, ``python -m ance_ir.encode``; compressed or not) is recognised by its
 ``meta.json``: each query token's ``--nprobe`` nearest centroids give the candidate passages, which are scored
-exactly by MaxSim over their stored token vectors (``--nprobe 0``: exhaustive MaxSim over every passage):
+exactly by MaxSim over their stored token vectors (``--nprobe 0``: exhaustive MaxSim over every passage;
+``--ndocs N``: only the N candidates best by centroid interaction, PLAID's pruning):
 
     python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.colbert --output runs/colbert.trec
 
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nprobe", type=int, default=4,
                         help="token index: centroids probed per query token for candidates (0: exhaustive MaxSim "
                              "over every passage; default 4)")
+    parser.add_argument("--ndocs", type=int, default=0,
+                        help="token index: score exactly only the N candidates best by centroid interaction "
+                             "(PLAID's pruning; 0: every candidate, the default)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -91,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     topics = resolve_topics(args.topics)
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.ndocs and not is_token_index(args.index):
+        raise ValueError(f"{args.index}: --ndocs prunes a token index's candidates; this is not a token index")
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
     elif is_impact_index(args.index):
@@ -128,10 +134,12 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str)
         raise ValueError(f"{args.index}: a token index; --pooling and --normalize are dense settings")
     if args.nprobe < 0:
         raise ValueError(f"--nprobe must be 0 (exhaustive) or more, got {args.nprobe}")
+    if args.ndocs < 0:
+        raise ValueError(f"--ndocs must be 0 (no pruning) or more, got {args.ndocs}")
     index = load_token_index(args.index)
     model = model_for_index(index, args.encoder)
     return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
-                                                         batch_size=args.batch_size)
+                                                         batch_size=args.batch_size, ndocs=args.ndocs)
 
 
 def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: str) -> dict:

@@ -1,6 +1,10 @@
 """Late-interaction search over a token index: candidate passages from the centroids nearest to each query token
 (faiss), then exact MaxSim over the candidates' stored (or decompressed) token vectors; or exhaustive MaxSim over
-every passage (the reference the candidate generation is measured against)."""
+every passage (the reference the candidate generation is measured against).
+
+With ``ndocs``, PLAID's centroid interaction prunes the candidates first: each is scored by MaxSim with every token
+replaced by its centroid (the query tokens' similarities to every centroid, computed once, looked up by the tokens'
+centroid ids; no token vector is read or decompressed), and only the best ``ndocs`` are scored exactly."""
 
 from __future__ import annotations
 
@@ -32,17 +36,28 @@ class TokenSearcher:
                              f"holds {index.dim}")
         self.index, self.model = index, model
 
-    def rank(self, query: np.ndarray, hits: int, nprobe: int = DEFAULT_NPROBE) -> list[tuple[str, float]]:
+    def rank(self, query: np.ndarray, hits: int, nprobe: int = DEFAULT_NPROBE,
+             ndocs: int = 0) -> list[tuple[str, float]]:
         """The top ``hits`` passages for one query's token vectors ``[Lq, D]`` among the candidates of ``nprobe``
-        centroids per query token (``nprobe = 0``: every passage, exhaustive MaxSim)."""
+        centroids per query token (``nprobe = 0``: every passage, exhaustive MaxSim), of which only the ``ndocs``
+        best by centroid interaction are scored exactly (``ndocs = 0``: all of them)."""
         if nprobe:
             passages = self.index.candidates(query, nprobe)
+            if 0 < ndocs < len(passages):
+                passages = np.sort(passages[np.argsort(-self.centroid_scores(query, passages),
+                                                       kind="stable")[:ndocs]])
             scores = maxsim_one(query, self.index.token_vectors(self.index.passage_rows(passages)),
                                 self.index.doclens[passages])
         else:
             passages, scores = np.arange(len(self.index)), self.exhaustive(query)
         top = np.argsort(-scores, kind="stable")[:hits]
         return [(self.index.docids[passages[i]], float(scores[i])) for i in top]
+
+    def centroid_scores(self, query: np.ndarray, passages: np.ndarray) -> np.ndarray:
+        """PLAID's centroid interaction ``[len(passages)]``: MaxSim with each token replaced by its centroid."""
+        by_centroid = np.full((len(self.index.centroids) + 1, len(query)), -np.inf, dtype=np.float32)
+        by_centroid[:-1] = self.index.centroids @ query.T  # the last row: padding, never a passage's best
+        return np.take(by_centroid, self.index.padded_codes()[passages], axis=0).max(axis=1).sum(axis=1)
 
     def exhaustive(self, query: np.ndarray) -> np.ndarray:
         """MaxSim of one query against every passage ``[N]``, scanning the index in blocks of passages."""
@@ -56,10 +71,11 @@ class TokenSearcher:
             start = stop
         return out
 
-    def search(self, topics: Topics, hits: int = 1000, nprobe: int = DEFAULT_NPROBE, batch_size: int = 64) -> Run:
+    def search(self, topics: Topics, hits: int = 1000, nprobe: int = DEFAULT_NPROBE, batch_size: int = 64,
+               ndocs: int = 0) -> Run:
         """Top ``hits`` passages for every query, best first."""
         if hits < 1:
             raise ValueError(f"hits must be at least 1, got {hits}")
         qids = list(topics)
         vectors = self.model.encode_queries([topics[q] for q in qids], batch_size=batch_size)
-        return {qid: self.rank(vectors[i], hits, nprobe) for i, qid in enumerate(qids)}
+        return {qid: self.rank(vectors[i], hits, nprobe, ndocs) for i, qid in enumerate(qids)}
