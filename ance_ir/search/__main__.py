@@ -136,6 +136,8 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str)
         raise ValueError(f"--nprobe must be 0 (exhaustive) or more, got {args.nprobe}")
     if args.ndocs < 0:
         raise ValueError(f"--ndocs must be 0 (no pruning) or more, got {args.ndocs}")
+    if args.ndocs and not args.nprobe:
+        raise ValueError("--ndocs prunes the candidates of --nprobe; --nprobe 0 scores every passage exactly")
     index = load_token_index(args.index)
     model = model_for_index(index, args.encoder)
     return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
