@@ -138,6 +138,9 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str)
         raise ValueError(f"--ndocs must be 0 (no pruning) or more, got {args.ndocs}")
     if args.ndocs and not args.nprobe:
         raise ValueError("--ndocs prunes the candidates of --nprobe; --nprobe 0 scores every passage exactly")
+    if 0 < args.ndocs < args.hits:
+        raise ValueError(f"--ndocs {args.ndocs} is below --hits {args.hits}: a pruned search returns at most "
+                         f"--ndocs passages a query")
     index = load_token_index(args.index)
     model = model_for_index(index, args.encoder)
     return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
