@@ -95,10 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     topics = resolve_topics(args.topics)
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.ndocs and not is_token_index(args.index):
-        raise ValueError(f"{args.index}: --ndocs prunes a token index's candidates; this is not a token index")
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
+    elif args.ndocs:
+        raise ValueError(f"{args.index}: --ndocs prunes a token index's candidates; this is not a token index")
     elif is_impact_index(args.index):
         run = _impact_search(args, topics, device)
     else:
