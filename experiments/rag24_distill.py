@@ -1,24 +1,25 @@
-"""Negatives and teachers on rag24-mini (issue 14): bert-tiny students against Table 1's DPR row.
+"""Negatives and teachers on rag24-mini (issue 14): distilled students against Table 1's DPR row.
 
     python -m experiments.rag24_distill teacher
-    python -m experiments.rag24_distill run --seeds 1 2 3 [--only margin-mse kl]
-    python -m experiments.rag24_distill report --seeds 1 2 3 --output docs/distill-rag24.md
+    python -m experiments.rag24_distill run --seeds 1 2 3 [--only margin-mse kl] [--family minilm]
+    python -m experiments.rag24_distill report --seeds 1 2 3 --output docs/distill-rag24.md [--family minilm]
     python -m experiments.rag24_distill run --teacher dense --seeds 1 2 3
     python -m experiments.rag24_distill report --teacher dense --seeds 1 2 3 --output docs/distill-rag24.md
 
 ``teacher`` writes the training groups every distilled row reads: each training topic's positives (grade >= 2)
 and 30 BM25 negatives (from the committed BM25 train run, judged passages removed), every passage scored by the
 cross-encoder ``train-runs/rag24-mini/cross-encoder-minilm`` (trained by the command in docs/rerank-rag24.md,
-trained here first when it is missing). ``run`` trains each row with the budget of Table 1's bert-tiny family
-(600 steps of 16 queries, lr 1e-4, mean pooling, unnormalised dot products: ``configs/presets/bert-tiny.yaml``),
-encodes the corpus with the final model and writes 100 hits a query for the 101 test topics to
-``runs/rag24/distill/bert-tiny/`` (committed, with the training logs). Every step is a package CLI, printed as it
+trained here first when it is missing). ``run`` trains each row from the family's backbone with the budget of its
+Table 1 rows (bert-tiny: 600 steps of 16 queries, lr 1e-4, mean pooling, unnormalised dot products,
+``configs/presets/bert-tiny.yaml``; minilm: 100 steps of 8 queries, lr 2e-5, normalised vectors, temperature 0.05,
+bf16), encodes the corpus with the final model and writes 100 hits a query for the 101 test topics to
+``runs/rag24/distill/FAMILY/`` (committed, with the training logs). Every step is a package CLI, printed as it
 runs; finished steps are skipped. ``report`` evaluates the committed runs against Table 1's DPR runs of the same
-seeds (paired t-test over topics).
+family and seeds (paired t-test over topics).
 
 ``--teacher dense`` runs the rows whose teacher is zero-shot all-MiniLM-L6-v2, a dense model (``loss.teacher_index``:
 its index of the corpus, ``train-runs/distill/minilm-index``, encoded first when it is missing): Table 1's DPR row
-itself (its flags, ``--negatives dpr``, 600 steps unless a row sets more) with the loss of
+itself for bert-tiny (its flags, ``--negatives dpr``, 600 steps unless a row sets more) with the loss of
 ``configs/rag24-mini/kl-dense-teacher.yaml`` (a row without a config: DPR alone). ``agreement`` measures how close
 each of their students comes to the teacher (KL over the teacher's top 100, share of its top 10).
 """
@@ -37,7 +38,7 @@ from experiments.comparison import comparison_table
 from experiments.rag24_table1 import BM25_RUNS, COMMON, FAMILIES, ROOT, py, sh, work
 
 WORK = ROOT / "train-runs" / "distill"
-RUNS = ROOT / "runs" / "rag24" / "distill" / "bert-tiny"
+RUNS = ROOT / "runs" / "rag24" / "distill"
 TEACHER = ROOT / "train-runs" / "rag24-mini" / "cross-encoder-minilm"
 GROUPS = WORK / "groups.bm25.jsonl.gz"
 SCORED = WORK / "groups.minilm-ce.jsonl.gz"
@@ -49,9 +50,14 @@ WITH_PSEUDO = WORK / "groups.bm25-and-msmarco-dev.jsonl.gz"
 # the training topics' groups (30 BM25 negatives) and the MS MARCO dev queries labelled by the teacher
 PSEUDO_GROUPS = ("data.source=groups", f"data.groups={WITH_PSEUDO}", "negatives.name=groups", "negatives.depth=30",
                  "task.in_batch=true")
-BERT_TINY = ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--temperature", "1.0", "--lr", "1e-4",
-             "--batch-size", "16", "--warmup-ratio", "0.1", "--max-steps", "600", "--refresh-every", "0",
-             "--no-progress")
+#: each family's flags on top of the (bert-tiny) configs: Table 1's settings of the family, W + C steps
+STUDENT_FLAGS = {
+    "bert-tiny": ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--temperature", "1.0", "--lr",
+                  "1e-4", "--batch-size", "16", "--warmup-ratio", "0.1", "--max-steps", "600", "--refresh-every", "0",
+                  "--no-progress"),
+    "minilm": ("--model", "minilm", "--pooling", "mean", "--normalize", *FAMILIES["minilm"].flags, "--max-steps",
+               "100", "--refresh-every", "0", "--no-progress"),
+}
 
 
 @dataclass(frozen=True)
@@ -99,10 +105,15 @@ ROWS = [
 TEACHERS = ("cross-encoder", "dense")
 
 
-def run_file(row: str, seed: int) -> Path:
+def run_file(row: str, seed: int, family: str = "bert-tiny") -> Path:
     if row == "dpr":
-        return ROOT / "runs" / "rag24" / "table1" / "bert-tiny" / f"dpr.seed{seed}.test.trec.gz"
-    return RUNS / f"{row}.seed{seed}.test.trec.gz"
+        return ROOT / "runs" / "rag24" / "table1" / family / f"dpr.seed{seed}.test.trec.gz"
+    return RUNS / family / f"{row}.seed{seed}.test.trec.gz"
+
+
+def family_work(family: str) -> Path:
+    """Where the family's students and their indexes go (bert-tiny's, the first family's, at the top)."""
+    return WORK if family == "bert-tiny" else WORK / family
 
 
 def teacher_model() -> Path:
@@ -136,11 +147,11 @@ def pseudo_groups() -> Path:
     return WITH_PSEUDO
 
 
-def student_args(row: Row) -> list[str]:
-    """The ``ance_ir.train`` arguments of a student: the scored groups with the bert-tiny budget, or Table 1's bert-tiny
-    DPR flags, with the dense teacher's index when the row has a config."""
+def student_args(row: Row, family: str) -> list[str]:
+    """The ``ance_ir.train`` arguments of a student: the scored groups with the family's budget, or Table 1's
+    bert-tiny DPR flags, with the dense teacher's index when the row has a config."""
     if row.teacher == "cross-encoder":
-        return [*BERT_TINY, "--set", f"data.groups={SCORED}"]
+        return [*STUDENT_FLAGS[family], "--set", f"data.groups={SCORED}"]
     family = FAMILIES["bert-tiny"]
     return [*COMMON, *family.flags, "--model", family.model, "--negatives", "dpr", "--bm25-index",
             str(work("bert-tiny", "bm25-index")), "--max-steps", str(family.warmup + family.cont), "--refresh-every",
@@ -166,27 +177,28 @@ def teacher() -> None:
               "--output", str(SCORED), "--quiet"))
 
 
-def train_row(row: Row, seed: int) -> None:
+def train_row(row: Row, seed: int, family: str) -> None:
     """Train, encode and search one row for one seed; keep its run and training log."""
-    out = run_file(row.name, seed)
+    out = run_file(row.name, seed, family)
     if out.is_file():
         return
-    model = WORK / f"{row.name}.seed{seed}"
+    model = family_work(family) / f"{row.name}.seed{seed}"
     if not (model / "final").is_dir():
         sets = [a for s in row.sets for a in ("--set", s)]
         config = ["--config", f"configs/rag24-mini/{row.config}.yaml"] if row.config else []
-        sh(py("ance_ir.train", *config, "--seed", str(seed), "--output", str(model), *student_args(row), *sets))
-    index = WORK / "indexes" / f"{row.name}.seed{seed}"
+        sh(py("ance_ir.train", *config, "--seed", str(seed), "--output", str(model), *student_args(row, family),
+              *sets))
+    index = family_work(family) / "indexes" / f"{row.name}.seed{seed}"
     if not (index / "meta.json").is_file():
         sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model / "final"), "--output", str(index),
-              "--quiet", "--pooling", "mean", "--no-normalize"))
-    RUNS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(model / "log.jsonl", RUNS / f"{row.name}.seed{seed}.log.jsonl")
+              "--quiet", *FAMILIES[family].encoder_flags))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model / "log.jsonl", out.parent / f"{row.name}.seed{seed}.log.jsonl")
     sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", "100", "--output",
           str(out), "--run-tag", f"distill-{row.name}"))
 
 
-def run(seeds: list[int], only: list[str] | None, kind: str) -> None:
+def run(seeds: list[int], only: list[str] | None, kind: str, family: str) -> None:
     if kind == "cross-encoder":
         teacher()
     elif only is None or any("pseudo" in name for name in only):
@@ -194,16 +206,16 @@ def run(seeds: list[int], only: list[str] | None, kind: str) -> None:
     for seed in seeds:
         for row in ROWS:
             if row.teacher == kind and (only is None or row.name in only):
-                train_row(row, seed)
+                train_row(row, seed, family)
 
 
-def report(seeds: list[int], output: str, kind: str) -> None:
-    rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s) for s in seeds]),
-            *[(r.label, [run_file(r.name, s) for s in seeds]) for r in ROWS if r.teacher == kind]]
+def report(seeds: list[int], output: str, kind: str, family: str) -> None:
+    rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s, family) for s in seeds]),
+            *[(r.label, [run_file(r.name, s, family) for s in seeds]) for r in ROWS if r.teacher == kind]]
     lines = comparison_table(rows, "DPR", rows[0][1])
-    seeds_text = " ".join(map(str, seeds))
+    seeds_text = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
-    body = (f"### bert-tiny, {which}\n\n" + "\n".join(lines)
+    body = (f"### {family}, {which}\n\n" + "\n".join(lines)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against DPR's.\n\n```bash\n"
               + ("python -m experiments.rag24_distill teacher\n" if kind == "cross-encoder" else "")
@@ -211,8 +223,7 @@ def report(seeds: list[int], output: str, kind: str) -> None:
               f"python -m experiments.rag24_distill report --teacher {kind} --seeds {seeds_text} "
               f"--output {output}\n```")
     seeds_marker = "-".join(map(str, seeds))
-    write_section(output, "distill-bert-tiny" if kind == "cross-encoder" else f"distill-dense-seeds-{seeds_marker}",
-                  body)
+    write_section(output, f"distill-{family if kind == 'cross-encoder' else 'dense'}-seeds-{seeds_marker}", body)
 
 
 @functools.cache
@@ -292,18 +303,22 @@ def main() -> None:
     report_parser.add_argument("--output", default="docs/distill-rag24.md")
     for sub in (run_parser, report_parser):
         sub.add_argument("--teacher", choices=TEACHERS, default="cross-encoder", help="the rows of this teacher")
+        sub.add_argument("--family", choices=STUDENT_FLAGS, default="bert-tiny",
+                         help="the students' backbone and Table 1 budget (the dense teacher's rows: bert-tiny only)")
     agreement_parser = commands.add_parser("agreement", help="the dense-teacher rows' KL to the teacher")
     agreement_parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     agreement_parser.add_argument("--output", default="docs/distill-rag24.md")
     args = parser.parse_args()
+    if args.command in ("run", "report") and args.teacher == "dense" and args.family != "bert-tiny":
+        parser.error("the dense teacher's rows are bert-tiny's (Table 1's DPR command)")
     if args.command == "teacher":
         teacher()
     elif args.command == "run":
-        run(args.seeds, args.only, args.teacher)
+        run(args.seeds, args.only, args.teacher, args.family)
     elif args.command == "agreement":
         agreement(args.seeds, args.output)
     else:
-        report(args.seeds, args.output, args.teacher)
+        report(args.seeds, args.output, args.teacher, args.family)
 
 
 if __name__ == "__main__":
