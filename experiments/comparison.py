@@ -34,3 +34,9 @@ def comparison_table(rows: list[tuple[str, list[Path]]], baseline: str, baseline
                       f"{paired_t_test(a, b):.2g}"]
         lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(versus)} |")
     return lines
+
+
+def left_out(rows: list[tuple[str, list[Path]]]) -> str:
+    """A sentence naming the rows ``comparison_table`` leaves out (a seed's run missing), or "" when none is."""
+    missing = [label for label, paths in rows if not all(path.is_file() for path in paths)]
+    return f"\n\nNot run for every seed yet, so not in the table: {'; '.join(missing)}." if missing else ""

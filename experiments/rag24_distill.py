@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import write_section
-from experiments.comparison import comparison_table
+from experiments.comparison import comparison_table, left_out
 from experiments.rag24_table1 import BM25_RUNS, COMMON, FAMILIES, ROOT, py, sh, work
 
 WORK = ROOT / "train-runs" / "distill"
@@ -215,7 +215,7 @@ def report(seeds: list[int], output: str, kind: str, family: str) -> None:
     lines = comparison_table(rows, "DPR", rows[0][1])
     seeds_text = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
-    body = (f"### {family}, {which}\n\n" + "\n".join(lines)
+    body = (f"### {family}, {which}\n\n" + "\n".join(lines) + left_out(rows)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against DPR's.\n\n```bash\n"
               + ("python -m experiments.rag24_distill teacher\n" if kind == "cross-encoder" else "")
