@@ -56,7 +56,7 @@ STUDENT_FLAGS = {
                   "1e-4", "--batch-size", "16", "--warmup-ratio", "0.1", "--max-steps", "600", "--refresh-every", "0",
                   "--no-progress"),
     "minilm": ("--model", "minilm", "--pooling", "mean", "--normalize", *FAMILIES["minilm"].flags, "--max-steps",
-               "100", "--refresh-every", "0", "--no-progress"),
+               str(FAMILIES["minilm"].warmup + FAMILIES["minilm"].cont), "--refresh-every", "0", "--no-progress"),
 }
 
 
@@ -213,14 +213,14 @@ def report(seeds: list[int], output: str, kind: str, family: str) -> None:
     rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s, family) for s in seeds]),
             *[(r.label, [run_file(r.name, s, family) for s in seeds]) for r in ROWS if r.teacher == kind]]
     lines = comparison_table(rows, "DPR", rows[0][1])
-    seeds_text = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")
+    selection = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
     body = (f"### {family}, {which}\n\n" + "\n".join(lines) + left_out(rows)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against DPR's.\n\n```bash\n"
               + ("python -m experiments.rag24_distill teacher\n" if kind == "cross-encoder" else "")
-              + f"python -m experiments.rag24_distill run --teacher {kind} --seeds {seeds_text}\n"
-              f"python -m experiments.rag24_distill report --teacher {kind} --seeds {seeds_text} "
+              + f"python -m experiments.rag24_distill run --teacher {kind} --seeds {selection}\n"
+              f"python -m experiments.rag24_distill report --teacher {kind} --seeds {selection} "
               f"--output {output}\n```")
     seeds_marker = "-".join(map(str, seeds))
     write_section(output, f"distill-{family if kind == 'cross-encoder' else 'dense'}-seeds-{seeds_marker}", body)
