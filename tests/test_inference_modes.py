@@ -96,6 +96,16 @@ def test_kernels_capped_to_avx2_count_as_no_native_bf16():
     assert result.stdout.split() == ["False", "int8"]
 
 
+def test_bf16_on_a_cpu_without_it_is_noted_once_by_training_and_commands():
+    code = ("import torch; from ance_ir.train.optim import Precision; "
+            "from ance_ir.modeling.inference import note_emulated_bf16; "
+            "[note_emulated_bf16(p, 'cpu') for p in ('fp32', 'int8', 'auto')]; Precision('fp32', torch.device('cpu')); "
+            "Precision('bf16', torch.device('cpu'))")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stderr.count("note: this CPU has no native bf16") == 1, result.stderr
+
+
 def test_unknown_mode_errors_clearly(tiny):
     with pytest.raises(ValueError, match=r"unknown precision 'fp8'; choose from auto, fp32, bf16, fp16, int8"):
         tiny.encode_passages(PASSAGES, precision="fp8")

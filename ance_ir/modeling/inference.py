@@ -12,6 +12,7 @@ and nDCG@10 of each mode on both kinds of CPU.
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -40,6 +41,14 @@ def native_bf16(device: torch.device | str) -> bool:
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
     return False
+
+
+def note_emulated_bf16(precision: str, device: torch.device | str) -> None:
+    """One note on stderr when bf16 is asked for on a CPU that only emulates it: there it is slower than fp32
+    (docs/bench.md, the AVX2 tables), so a config written for a CPU with AMX runs many times longer."""
+    if precision == "bf16" and torch.device(device).type == "cpu" and not native_bf16(device):
+        print("note: this CPU has no native bf16 (AVX-512 BF16 or AMX): bf16 is emulated and slower than fp32 "
+              "here (docs/bench.md)", file=sys.stderr)
 
 
 def resolve_precision(precision: str, device: torch.device | str, cpu_auto: str = "fp32") -> str:

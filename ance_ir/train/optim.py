@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import torch
 
+from ance_ir.modeling.inference import note_emulated_bf16
+
 
 def build_optimizer(module: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
     """Fused AdamW (one kernel over all parameters, about 5x faster than PyTorch's default step on CPU, see
@@ -38,6 +40,7 @@ class Precision:
         if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise ValueError(f"precision bf16 is not supported by {torch.cuda.get_device_name(device)}; "
                              "use fp16 or fp32")
+        note_emulated_bf16(name, device)
         self.scaler = torch.amp.GradScaler("cuda") if name == "fp16" else None
 
     @contextlib.contextmanager
