@@ -18,7 +18,7 @@ from ance_ir.data import InputError
 from ance_ir.encode import Shard
 from ance_ir.encode.__main__ import main
 from ance_ir.index import load_dense_index, stored_vectors
-from ance_ir.modeling import DenseEncoder
+from ance_ir.modeling import DenseEncoder, model_precision
 
 DOCIDS = list(TOY_PASSAGES)
 REPO = Path(__file__).resolve().parent.parent
@@ -62,6 +62,7 @@ def test_encode_writes_a_pyserini_index_with_meta(tmp_path, toy_collection, tiny
     assert meta["corpus"] == str(toy_collection["corpus"].resolve()) and len(meta["corpus_sha256"]) == 64
     assert meta["index_type"] == "flat" and meta["shard"] is None
     encoder = DenseEncoder.from_pretrained(str(tiny_bert_dir), pooling="mean")
+    assert meta["precision"] == model_precision(encoder, "auto")  # what auto meant on this machine, not "auto"
     passages = list(TOY_PASSAGES.values())
     # the CLI's default precision, chunk by chunk as the CLI encodes (int8, auto on CPUs without native bf16, scales
     # each batch's activations as a whole)

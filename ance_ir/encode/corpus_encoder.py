@@ -190,7 +190,7 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
                                                  .reshape(-1, encoder.dim), None),
                                   f"encode {output.name}", show_progress, per=per)
     vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
-    meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")},
+    meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "precision")},
             "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,
             "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
                       "stop": positions.stop} if shard else None}
