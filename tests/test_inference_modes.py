@@ -96,7 +96,7 @@ def test_kernels_capped_to_avx2_count_as_no_native_bf16():
     assert result.stdout.split() == ["False", "int8"]
 
 
-def test_bf16_on_a_cpu_without_it_is_noted_once_by_training_and_commands():
+def test_bf16_on_a_cpu_without_it_is_noted_once():
     code = ("import torch; from ance_ir.train.optim import Precision; "
             "from ance_ir.modeling.inference import note_emulated_bf16; "
             "[note_emulated_bf16(p, 'cpu') for p in ('fp32', 'int8', 'auto')]; Precision('fp32', torch.device('cpu')); "
