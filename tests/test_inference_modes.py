@@ -106,6 +106,15 @@ def test_bf16_on_a_cpu_without_it_is_noted_once():
     assert result.stderr.count("note: this CPU has no native bf16") == 1, result.stderr
 
 
+def test_commands_check_precision_resolves_and_notes_emulated_bf16_once():
+    code = ("from ance_ir.modeling.inference import check_precision; "
+            "print([check_precision(p, 'cpu') for p in ('fp32', 'auto', 'bf16')])")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "['fp32', 'fp32', 'bf16']"
+    assert result.stderr.count("note: this CPU has no native bf16") == 1, result.stderr
+
+
 def test_unknown_mode_errors_clearly(tiny):
     with pytest.raises(ValueError, match=r"unknown precision 'fp8'; choose from auto, fp32, bf16, fp16, int8"):
         tiny.encode_passages(PASSAGES, precision="fp8")

@@ -151,14 +151,13 @@ def _judged(args: argparse.Namespace, job: dict):
 def _generator(args: argparse.Namespace, job: dict):
     import torch
 
-    from ance_ir.modeling.inference import note_emulated_bf16, resolve_precision
+    from ance_ir.modeling.inference import check_precision
     from ance_ir.modeling.kinds import load_model
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {args.device}: torch sees no CUDA GPU")
-    precision = resolve_precision(args.precision, device)  # fail before loading anything
-    note_emulated_bf16(args.precision, device)
+    precision = check_precision(args.precision, device)  # fail before loading anything
     if args.threads:
         torch.set_num_threads(args.threads)
     model = load_model(args.generator, "generator")

@@ -51,6 +51,14 @@ def note_emulated_bf16(precision: str, device: torch.device | str) -> None:
               "here (docs/bench.md)", file=sys.stderr)
 
 
+def check_precision(precision: str, device: torch.device | str) -> str:
+    """A command's ``--precision`` resolved on ``device`` before any work (ValueError where it cannot run there),
+    with :func:`note_emulated_bf16`'s note where it means bf16 on a CPU that only emulates it."""
+    resolved = resolve_precision(precision, device)
+    note_emulated_bf16(resolved, device)
+    return resolved
+
+
 def resolve_precision(precision: str, device: torch.device | str, cpu_auto: str = "fp32") -> str:
     """The concrete mode (fp32, bf16, fp16 or int8) that ``precision`` means on ``device``; ``cpu_auto``: what
     ``auto`` means on a CPU without native bf16.
