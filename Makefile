@@ -99,6 +99,8 @@ bench-gpu: $(BENCH_STAMP)
 	$(BENCH) bench.train_profile --device cuda --output docs/bench.md
 	$(BENCH) bench.train_profile --device cuda --precision bf16 --output docs/bench.md
 	$(BENCH) bench.refresh_cost --device cuda --precisions fp32 auto fp16 --output docs/bench.md
+	$(BENCH) bench.rerank_speed --device cuda --queries 20 --threads 16 --repeats 5 --output docs/bench.md
+	$(BENCH) bench.grad_cache_memory --device cuda --models bert-tiny minilm --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 
 clean:

@@ -45,7 +45,6 @@ def device_label(device: str) -> str:
 
 def machine() -> str:
     """CPU model, cores, SIMD flags and library versions, for the header of every table."""
-    import faiss
     import numpy
     import torch
     import transformers
@@ -55,8 +54,17 @@ def machine() -> str:
     gpu = (f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}), "
            if torch.cuda.is_available() else "")
     return (f"{gpu}{cpu}, {os.cpu_count()} cores ({cpu_flags()}); Python {platform.python_version()}, "
-            f"torch {torch.__version__}, transformers {transformers.__version__}, faiss {faiss.__version__}, "
+            f"torch {torch.__version__}, transformers {transformers.__version__}, {_faiss_version()}, "
             f"numpy {numpy.__version__}")
+
+
+def _faiss_version() -> str:
+    """``faiss VERSION``, or ``faiss missing`` (a GPU machine may have no faiss build: its tables need none)."""
+    try:
+        import faiss
+    except ImportError:
+        return "faiss missing"
+    return f"faiss {faiss.__version__}"
 
 
 def importable(module: str) -> bool:

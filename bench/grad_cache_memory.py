@@ -48,7 +48,8 @@ def child(model: str, device: str, batch: int, chunk: int, steps: int, corpus: s
     encoder = DenseEncoder.from_pretrained(model).to(device)
     encoder.train()
     module = DualEncoderModule(encoder)
-    collator = Collator(encoder, queries, texts, passage_buckets=4)
+    # the trainer's default for the device: 4 length-sorted passage sub-batches on a CPU, one batch on a GPU
+    collator = Collator(encoder, queries, texts, passage_buckets=1 if device.startswith("cuda") else 4)
     inputs: Batch | list[Batch] = ([collator(groups[i:i + chunk]) for i in range(0, batch, chunk)] if chunk
                                    else collator(groups))
     mask = in_batch_mask(groups, {g.qid: frozenset({g.positive}) for g in groups}).to(device)

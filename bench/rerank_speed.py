@@ -8,9 +8,11 @@ for the first ``--queries`` rag24-mini-test topics, what ``python -m ance_ir.rer
 ``--repeats`` times in alternating order after one untimed warm-up; pairs/s is from the median. ance-ir runs
 with its defaults (``precision auto``, 320 tokens per pair, length-sorted batches with dynamic padding) and in
 int8; sentence-transformers with its defaults (the tokenizer's 512 tokens) and cut at 320 tokens like ance-ir,
-both with ``activation_fn`` the identity (raw logits, as ance-ir returns them).
+both with ``activation_fn`` the identity (raw logits, as ance-ir returns them). ``--device cuda`` runs both
+libraries on the GPU, where ance-ir's second row is fp32 (int8 is a CPU mode).
 
     flock /tmp/ance-ir-cpu.lock python -m bench.rerank_speed --output docs/bench.md
+    python -m bench.rerank_speed --device cuda --queries 20 --output docs/bench.md
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 from ance_ir.cli import positive_int
 from ance_ir.data import iter_corpus, read_run
 from ance_ir.datasets import resolve_corpus, resolve_topics
-from bench.common import alternating_medians, load_average, provenance, write_section
+from bench.common import alternating_medians, device_label, load_average, provenance, write_section
 
 
 def sequence_classifier(backbone: str, folder: Path) -> Path:
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="both libraries' default")
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda: where both libraries score")
     parser.add_argument("--output", help="Markdown file to update")
     args = parser.parse_args()
 
@@ -85,17 +88,18 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or str(sequence_classifier(args.backbone, Path(tmp) / "model"))
-        ours = CrossEncoder.from_pretrained(model)
-        theirs = SentenceTransformersCrossEncoder(model, device="cpu")
-        theirs_cut = SentenceTransformersCrossEncoder(model, device="cpu", max_length=ours.max_length)
+        ours = CrossEncoder.from_pretrained(model).to(args.device)
+        theirs = SentenceTransformersCrossEncoder(model, device=args.device)
+        theirs_cut = SentenceTransformersCrossEncoder(model, device=args.device, max_length=ours.max_length)
         identity = torch.nn.Identity()
         b = args.batch_size
-        auto = resolve_precision("auto", "cpu")
+        auto = resolve_precision("auto", args.device)
+        second = "int8" if ours.device.type == "cpu" else "fp32"
         scorers = {
             f"ance-ir `score_pairs`, defaults (auto = {auto}, {ours.max_length} tokens)":
                 lambda: ours.score_pairs(queries, passages, batch_size=b, precision="auto"),
-            f"ance-ir `score_pairs`, int8, {ours.max_length} tokens":
-                lambda: ours.score_pairs(queries, passages, batch_size=b, precision="int8"),
+            f"ance-ir `score_pairs`, {second}, {ours.max_length} tokens":
+                lambda: ours.score_pairs(queries, passages, batch_size=b, precision=second),
             f"sentence-transformers `predict`, defaults ({theirs.max_seq_length} tokens)":
                 lambda: theirs.predict(pairs, batch_size=b, activation_fn=identity),
             f"sentence-transformers `predict`, {ours.max_length} tokens":
@@ -109,7 +113,8 @@ def main() -> None:
     fp32 = ours.score_pairs(queries, passages, batch_size=b, precision="fp32")
     lengths = [len(ids) for ids in ours.tokenizer(queries, passages)["input_ids"]]
     longer = np.mean([n > ours.max_length for n in lengths])
-    lines = [f"### Rerank speed, cpu: {len(hits)} pairs (BM25 top {args.depth} of {len(qids)} {args.topics} topics), "
+    lines = [f"### Rerank speed, {device_label(args.device)}: {len(hits)} pairs (BM25 top {args.depth} of {len(qids)} "
+             f"{args.topics} topics), "
              f"{'model ' + args.model if args.model else args.backbone + ' + a new one-label head'}",
              "",
              f"Batch size {b}, {args.threads} threads; medians of {args.repeats} alternating runs after a warm-up. "
@@ -136,7 +141,7 @@ def main() -> None:
     body = "\n".join(lines)
     print(body)
     if args.output:
-        write_section(args.output, "rerank-speed cpu", body)
+        write_section(args.output, f"rerank-speed {device_label(args.device)}", body)
 
 
 if __name__ == "__main__":
