@@ -34,6 +34,7 @@ def child(model: str, device: str, batch: int, chunk: int, steps: int, corpus: s
     from ance_ir.train.grad_cache import grad_cache_loss
     from ance_ir.train.loss import LOSSES, dense_group_scores
     from ance_ir.train.modeling import DualEncoderModule
+    from ance_ir.train.trainer import device_passage_buckets
     from bench.common import peak_rss_mib
 
     torch.manual_seed(0)
@@ -48,8 +49,7 @@ def child(model: str, device: str, batch: int, chunk: int, steps: int, corpus: s
     encoder = DenseEncoder.from_pretrained(model).to(device)
     encoder.train()
     module = DualEncoderModule(encoder)
-    # the trainer's default for the device: 4 length-sorted passage sub-batches on a CPU, one batch on a GPU
-    collator = Collator(encoder, queries, texts, passage_buckets=1 if device.startswith("cuda") else 4)
+    collator = Collator(encoder, queries, texts, passage_buckets=device_passage_buckets(device))
     inputs: Batch | list[Batch] = ([collator(groups[i:i + chunk]) for i in range(0, batch, chunk)] if chunk
                                    else collator(groups))
     mask = in_batch_mask(groups, {g.qid: frozenset({g.positive}) for g in groups}).to(device)

@@ -76,6 +76,12 @@ class Window:
         return sum(values) / len(values) if values else None
 
 
+
+def device_passage_buckets(device: torch.device | str) -> int:
+    """A new run's ``passage_buckets`` on ``device``: on a CPU, 4 length-sorted sub-batches pad less; on a GPU one
+    batch is faster (fewer kernel launches, docs/bench.md)."""
+    return 1 if torch.device(device).type == "cuda" else 4
+
 class Trainer:
     """One training run in ``config.output``, resumed from its latest checkpoint when there is one."""
 
@@ -151,11 +157,10 @@ class Trainer:
             self._restore(start)
 
     def _default_passage_buckets(self, start: Path | None) -> int:
-        """A resumed run keeps its recorded value; a new one takes its device's: on a CPU, 4 length-sorted
-        sub-batches pad less; on a GPU one batch is faster (fewer kernel launches, docs/bench.md)."""
+        """A resumed run keeps its recorded value; a new one takes :func:`device_passage_buckets`."""
         if start is not None:
             return self._saved_config().task.passage_buckets
-        return 1 if self.device.type == "cuda" else 4
+        return device_passage_buckets(self.device)
 
     def _saved_config(self) -> TrainConfig:
         """The run folder's ``config.json``; one recorded before ``passage_buckets`` existed ran one passage batch."""
