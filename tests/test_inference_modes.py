@@ -12,7 +12,7 @@ import torch
 from conftest import TOY_PASSAGES, TOY_TOPICS
 
 from ance_ir.modeling import PRECISIONS, DenseEncoder, model_precision, quantize_int8, resolve_precision
-from ance_ir.modeling.inference import native_bf16
+from ance_ir.modeling.inference import native_bf16, resolve_device
 
 PASSAGES = list(TOY_PASSAGES.values())
 QUERIES = list(TOY_TOPICS.values())
@@ -138,6 +138,25 @@ def test_device_specific_modes():
 def test_gpu_half_precision_is_close_to_fp32(tiny_bert_dir, precision):
     model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean").to("cuda")
     assert _cosines(model.encode_passages(PASSAGES, precision=precision), model.encode_passages(PASSAGES)).min() > 0.99
+
+
+def test_device_defaults_to_cuda_only_where_torch_sees_it():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where torch sees no GPU")
+@pytest.mark.parametrize("cli", ["encode", "search", "rerank", "expand"])
+def test_every_model_cli_refuses_a_cuda_device_without_a_gpu_before_reading(cli):
+    """Each command names a missing input; the device is refused first, with the one-line error of a bad input."""
+    args = {"encode": "--corpus missing.jsonl --encoder minilm --output x",
+            "search": "--topics missing.tsv --index missing --output x.trec",
+            "rerank": "--run missing.trec --topics missing.tsv --corpus missing.jsonl --model minilm --output x.trec",
+            "expand": "--corpus missing.jsonl --generator missing --output x.jsonl"}[cli]
+    done = subprocess.run([sys.executable, "-m", f"ance_ir.{cli}", *args.split(), "--device", "cuda"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: --device cuda: torch sees no CUDA GPU"]
 
 
 def test_encode_cli_rejects_a_bad_precision_before_reading(capsys):

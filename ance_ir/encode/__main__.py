@@ -146,11 +146,9 @@ def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.dev
     """The device to encode on (a torchrun rank's own GPU); checks ``--precision`` and sets ``--threads``."""
     import torch
 
-    from ance_ir.modeling.inference import check_precision
+    from ance_ir.modeling.inference import check_precision, resolve_device
 
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: torch sees no CUDA GPU")
+    device = resolve_device(args.device)
     if launch and device.type == "cuda" and device.index is None:
         device = torch.device("cuda", launch.local_rank)
     check_precision(args.precision, device)  # fail before reading anything

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ance_ir.cli import (
     ArgumentParser,
@@ -37,6 +38,10 @@ from ance_ir.cli import (
     share_float,
 )
 from ance_ir.train.settings import INFERENCE_PRECISIONS
+
+if TYPE_CHECKING:
+    import torch
+
 
 #: the flags of --generator only, with their defaults (None in argparse, so that --topics can refuse them)
 GENERATOR_DEFAULTS = {"n": 10, "seed": 42, "top_k": 10, "top_p": 1.0, "temperature": 1.0, "max_length": None,
@@ -88,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
                          "needs none")
     _only_for_own_mode(args)
     output = check_output(args.output)
+    if not args.topics:  # a generator's device and precision fail before the corpus is read
+        from ance_ir.modeling.inference import check_precision, resolve_device
+
+        device = resolve_device(args.device)
+        precision = check_precision(args.precision, device)
     from ance_ir.data import InputError
     from ance_ir.data.corpus import is_tsv
     from ance_ir.datasets import resolve_corpus
@@ -107,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.topics:
         generate, job = _judged(args, job)
     else:
-        generate, job = _generator(args, job)
+        generate, job = _generator(args, job, device, precision)
     counts = expand_corpus(corpus, output, generate, job, chunk_size=args.chunk_size, overwrite=args.force,
                            stop_after=args.stop_after_chunks, show_progress=not args.quiet)
     if counts is not None:
@@ -148,16 +158,11 @@ def _judged(args: argparse.Namespace, job: dict):
     return (lambda passages: [queries.get(p.docid, []) for p in passages]), job
 
 
-def _generator(args: argparse.Namespace, job: dict):
+def _generator(args: argparse.Namespace, job: dict, device: torch.device, precision: str):
     import torch
 
-    from ance_ir.modeling.inference import check_precision
     from ance_ir.modeling.kinds import load_model
 
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: torch sees no CUDA GPU")
-    precision = check_precision(args.precision, device)  # fail before loading anything
     if args.threads:
         torch.set_num_threads(args.threads)
     model = load_model(args.generator, "generator")

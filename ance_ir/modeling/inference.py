@@ -51,6 +51,17 @@ def note_emulated_bf16(precision: str, device: torch.device | str) -> None:
               "here (docs/bench.md)", file=sys.stderr)
 
 
+def resolve_device(name: str | None) -> torch.device:
+    """The device a command's ``--device`` names: cuda when torch sees a GPU and none is named, else the CPU.
+
+    Raises ValueError for a CUDA device where torch sees no GPU, so a command fails before it reads anything.
+    """
+    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: torch sees no CUDA GPU")
+    return device
+
+
 def check_precision(precision: str, device: torch.device | str) -> str:
     """A command's ``--precision`` resolved on ``device`` before any work (ValueError where it cannot run there),
     with :func:`note_emulated_bf16`'s note where it means bf16 on a CPU that only emulates it."""

@@ -87,6 +87,7 @@ class DenseSource(CandidateSource):
         import torch
 
         from ance_ir.index import load_dense_index
+        from ance_ir.modeling.inference import resolve_device
         from ance_ir.search import DenseSearcher, encoder_for_index
 
         if threads:
@@ -96,7 +97,7 @@ class DenseSource(CandidateSource):
             faiss.omp_set_num_threads(threads)
         dense = load_dense_index(index)
         model = encoder_for_index(dense, encoder)
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = resolve_device(device)
         self.searcher = DenseSearcher(dense, model.to(device))
         self.batch_size = batch_size
 

@@ -72,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
-    from ance_ir.modeling.inference import check_precision
+    from ance_ir.modeling.inference import check_precision, resolve_device
     from ance_ir.rerank import check_run, group_passages, load_reranker, passages_for, rerank, score_groups
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(args.device)
     check_precision(args.precision, device)  # fail before reading anything
     if args.groups:
         groups = read_groups(args.groups)

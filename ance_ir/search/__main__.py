@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ance_ir.cli import (
     ArgumentParser,
@@ -46,6 +47,9 @@ from ance_ir.cli import (
 from ance_ir.data import write_run
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,13 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.index import load_dense_index
     from ance_ir.index.impact import is_impact_index
     from ance_ir.index.token_index import is_token_index
+    from ance_ir.modeling.inference import resolve_device
     from ance_ir.search import DenseSearcher, encoder_for_index, resolve_index
 
+    device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
     elif args.ndocs:
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str) -> dict:
+def _token_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
     """Late-interaction search of a token index with the colbert model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.token_index import load_token_index
     from ance_ir.search.tokens import TokenSearcher, model_for_index
@@ -147,7 +152,7 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: str)
                                                          batch_size=args.batch_size, ndocs=args.ndocs)
 
 
-def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: str) -> dict:
+def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
     """Learned-sparse search of an impact index with the splade model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.impact import read_meta
     from ance_ir.modeling.kinds import load_model
