@@ -156,7 +156,7 @@ def test_every_model_cli_refuses_a_cuda_device_without_a_gpu_before_reading(cli)
     done = subprocess.run([sys.executable, "-m", f"ance_ir.{cli}", *args.split(), "--device", "cuda"],
                           capture_output=True, text=True)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: --device cuda: torch sees no CUDA GPU"]
+    assert done.stderr.strip().splitlines() == ["error: device cuda: torch sees no CUDA GPU"]
 
 
 def test_encode_cli_rejects_a_bad_precision_before_reading(capsys):

@@ -148,9 +148,7 @@ def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.dev
 
     from ance_ir.modeling.inference import check_precision, resolve_device
 
-    device = resolve_device(args.device)
-    if launch and device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", launch.local_rank)
+    device = resolve_device(args.device, launch.local_rank if launch else None)
     check_precision(args.precision, device)  # fail before reading anything
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -51,14 +51,17 @@ def note_emulated_bf16(precision: str, device: torch.device | str) -> None:
               "here (docs/bench.md)", file=sys.stderr)
 
 
-def resolve_device(name: str | None) -> torch.device:
-    """The device a command's ``--device`` names: cuda when torch sees a GPU and none is named, else the CPU.
+def resolve_device(name: str | None, local_rank: int | None = None) -> torch.device:
+    """The device ``name`` names (a ``--device`` flag, a config's ``device``): cuda when torch sees a GPU and none is
+    named, else the CPU; with ``local_rank`` (a torchrun process's), plain cuda is that process's own GPU.
 
     Raises ValueError for a CUDA device where torch sees no GPU, so a command fails before it reads anything.
     """
     device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: torch sees no CUDA GPU")
+        raise ValueError(f"device {device}: torch sees no CUDA GPU")
+    if device.type == "cuda" and device.index is None and local_rank is not None:
+        device = torch.device("cuda", local_rank)
     return device
 
 

@@ -14,22 +14,11 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from ance_ir.modeling.inference import resolve_device
+
 T = TypeVar("T")
 # A synchronous refresh or a staleness wait on rank 0 keeps the other ranks in a collective meanwhile.
 TIMEOUT = timedelta(hours=6)
-
-
-def pick_device(spec: str | None, local_rank: int = 0) -> torch.device:
-    """``spec`` as a device (cuda:LOCAL_RANK for plain ``cuda``), default CUDA when available."""
-    if spec is None:
-        spec = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(spec)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {spec}: torch sees no CUDA GPU")
-        if device.index is None:
-            device = torch.device("cuda", local_rank)
-    return device
 
 
 @dataclass
@@ -45,7 +34,7 @@ class Distributed:
         """Join the process group when launched by torchrun (``WORLD_SIZE`` > 1)."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        device = pick_device(device_spec, local_rank)
+        device = resolve_device(device_spec, local_rank)
         if world_size == 1:
             return cls(0, 1, device)
         if device.type == "cuda":

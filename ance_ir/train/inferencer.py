@@ -21,9 +21,9 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from ance_ir.cli import ArgumentParser, run_cli
+from ance_ir.modeling.inference import resolve_device
 from ance_ir.train.arguments import TrainConfig
 from ance_ir.train.checkpoint import latest_checkpoint, step_of
-from ance_ir.train.distributed import pick_device
 from ance_ir.train.layout import RunDir
 from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint
 from ance_ir.train.store import RefreshRecords, read_stop, write_status
@@ -39,7 +39,7 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
     if not (job.mine or job.eval_topics):
         print(f"{run.root}: nothing to refresh (no ANCE negatives, no eval_topics)", file=sys.stderr)
         return 0
-    target = pick_device(device or config.refresh.device or config.device)
+    target = resolve_device(device or config.refresh.device or config.device, local_rank=0)
     if config.refresh.threads:
         torch.set_num_threads(config.refresh.threads)
     done = max(RefreshRecords(run.refresh).steps(), default=-1)

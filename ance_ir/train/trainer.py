@@ -76,11 +76,11 @@ class Window:
         return sum(values) / len(values) if values else None
 
 
-
 def device_passage_buckets(device: torch.device | str) -> int:
     """A new run's ``passage_buckets`` on ``device``: on a CPU, 4 length-sorted sub-batches pad less; on a GPU one
     batch is faster (fewer kernel launches, docs/bench.md)."""
     return 1 if torch.device(device).type == "cuda" else 4
+
 
 class Trainer:
     """One training run in ``config.output``, resumed from its latest checkpoint when there is one."""
