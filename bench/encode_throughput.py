@@ -31,6 +31,7 @@ from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder, resolve_model_path, resolve_precision
 from bench.common import (
     alternating_medians,
+    child_env,
     device_label,
     importable,
     load_average,
@@ -40,7 +41,6 @@ from bench.common import (
     write_section,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 MAX_LENGTH = 256
 PEERS = ("pyserini", "sentence-transformers")  # the ratio columns, those present; the first is the reference
 Encode = Callable[[list[str]], np.ndarray]
@@ -125,7 +125,7 @@ def measure_rss(args: argparse.Namespace, names: list[str]) -> dict[str, dict]:
     out = {}
     for name in names:
         _, _, stdout = run_child([sys.executable, "-m", "bench.encode_throughput", "--worker", name, *common],
-                                 env=_env())
+                                 env=child_env())
         out[name] = json.loads(stdout.strip().splitlines()[-1])
     return out
 
@@ -157,16 +157,10 @@ def measure_cli(args: argparse.Namespace, passages: list[tuple[str, str]]) -> di
         rss: dict[str, float] = dict.fromkeys(commands, 0.0)
         for r in range(args.cli_repeats):
             for label in (commands if r % 2 == 0 else list(reversed(commands))):
-                seconds, peak, _ = run_child(commands[label], env={**_env(), "OMP_NUM_THREADS": str(args.threads)})
+                seconds, peak, _ = run_child(commands[label], env=child_env(OMP_NUM_THREADS=str(args.threads)))
                 times[label].append(seconds)
                 rss[label] = max(rss[label], peak)
     return {k: {"seconds": float(np.median(v)), "rss_mib": rss[k]} for k, v in times.items()}
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def tables(args: argparse.Namespace, names: list[str], seconds: dict[str, float], rss: dict[str, dict],

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import device_label, load_average, provenance, run_child, write_section
+from bench.common import child_env, device_label, load_average, provenance, run_child, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("load_s", "encode_s", "index_s", "mine_s", "publish_s", "eval_s")
@@ -93,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
 
     load_before = load_average()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads)}
+    env = child_env(OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "ance"
         wall, rss, _ = run_child(train_command(args, run_dir), env=env)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -28,9 +27,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import importable, load_average, provenance, run_child, write_section
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import child_env, importable, load_average, provenance, run_child, write_section
 
 
 def settings(args: argparse.Namespace) -> dict[str, str]:
@@ -111,7 +108,7 @@ def ours(args: argparse.Namespace, precision: str, output: Path) -> list[str]:
 
 def run(args: argparse.Namespace, name: str, work: Path) -> tuple[list[float], float]:
     """One fresh training process: its windows' examples/s (first dropped) and its peak RSS."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(args.threads)}
+    env = child_env(OMP_NUM_THREADS=str(args.threads))
     system, precision = name.split()
     if system == "ance-ir":
         output = work / f"ours-{precision}-{time.time_ns()}"

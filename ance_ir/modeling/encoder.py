@@ -22,6 +22,7 @@ from ance_ir.modeling.inference import running
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 from ance_ir.modeling.sentence_transformers_files import write_sentence_transformers_files
+from ance_ir.modeling.tokenize import tokenize_in_threads
 
 HEAD_NAME = "ance_ir_head.safetensors"
 SIDES = ("query", "passage")
@@ -251,7 +252,7 @@ class DenseEncoder(torch.nn.Module):
         unpadded (lists): sort or split them by length, then :meth:`pad` batches from them."""
         prefix, max_length = ((self.config.query_prefix, self.config.query_max_length) if side == "query"
                               else (self.config.passage_prefix, self.config.passage_max_length))
-        return self.tokenizer([prefix + t for t in texts], truncation=True, max_length=max_length)
+        return tokenize_in_threads(self.tokenizer, [prefix + t for t in texts], truncation=True, max_length=max_length)
 
     def pad(self, encoded: BatchEncoding, rows: Sequence[int]) -> BatchEncoding:
         """Rows ``rows`` of :meth:`token_ids`'s output as one batch of tensors, padded to its longest: the same
