@@ -188,8 +188,8 @@ class CrossEncoder(torch.nn.Module):
         """Scores of the pairs ``(queries[i], passages[i])`` as float32 ``[N]``, in input order.
 
         Pairs run longest first in batches padded to their own longest; the scores stay on the device until the
-        last batch, so that a GPU never waits for the host between batches. ``precision``: auto, fp32, bf16, fp16
-        or int8 (default ``inference_precision``, fp32; auto = bf16 where the hardware has it natively).
+        last batch, so that the host pads the next batch while a GPU scores this one. ``precision``: auto, fp32,
+        bf16, fp16 or int8 (default ``inference_precision``, fp32; auto = bf16 where the hardware has it natively).
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
