@@ -163,6 +163,13 @@ def load_cli_plugins(imports: list[str]) -> None:
     load_plugins(imports)
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child ``python -m ...`` of this checkout (``ance_ir.X``, ``bench.X``): the
+    folder holding this ``ance_ir`` first on PYTHONPATH, the caller's entries kept after it, plus ``extra``."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])), **extra}
+
+
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
     """Run ``main``; report :class:`InputError` and similar failures as one ``error:`` line and exit 2.
 

@@ -181,13 +181,6 @@ def peak_rss_mib(pid: int | str = "self") -> float:
     return float("nan")
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """This process's environment for a child ``python -m bench.X``: the repository first on its PYTHONPATH
-    (kept, so that packages found through it are found there too), plus ``extra``."""
-    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path, **extra}
-
-
 def run_child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Run a command to completion; its wall seconds, peak RSS (MiB, ``VmHWM`` polled) and stdout.
 

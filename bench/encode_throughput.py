@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
+from ance_ir.cli import child_env
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder, resolve_model_path, resolve_precision
 from bench.common import (
     alternating_medians,
-    child_env,
     device_label,
     importable,
     load_average,

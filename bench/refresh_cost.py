@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from bench.common import child_env, device_label, load_average, provenance, run_child, write_section
+from ance_ir.cli import child_env
+from bench.common import device_label, load_average, provenance, run_child, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("load_s", "encode_s", "index_s", "mine_s", "publish_s", "eval_s")

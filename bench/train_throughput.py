@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from bench.common import child_env, importable, load_average, provenance, run_child, write_section
+from ance_ir.cli import child_env
+from bench.common import importable, load_average, provenance, run_child, write_section
 
 
 def settings(args: argparse.Namespace) -> dict[str, str]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import ance_ir
+from ance_ir.cli import child_env
 from ance_ir.train.layout import RunDir
 from ance_ir.train.store import read_status, request_stop
 
@@ -28,9 +27,7 @@ class InferencerProcess:
     def start(self) -> int:
         """Start the process; return its pid."""
         self.run.inferencer_stop.unlink(missing_ok=True)
-        package_root = str(Path(ance_ir.__file__).resolve().parent.parent)  # run the trainer's own ance_ir
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root,
-                                                                          os.environ.get("PYTHONPATH")]))}
+        env = child_env()  # run the trainer's own ance_ir
         with open(self.run.inferencer_log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "ance_ir.train.inferencer", str(self.run.root), "--parent-pid",
