@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -36,12 +37,12 @@ def tokenize_in_threads(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
     if threads <= 1:
         return tokenizer(texts, pairs, **options)
     size = -(-(len(texts) - 1) // threads)
-    bounds = [0, *range(1, len(texts), size), len(texts)]
+    bounds = [*range(1, len(texts), size), len(texts)]  # the threads' spans, after the first text
 
     def encode(span: tuple[int, int]) -> BatchEncoding:
         return tokenizer(texts[slice(*span)], None if pairs is None else pairs[slice(*span)], **options)
 
     first = encode((0, 1))
     with ThreadPoolExecutor(threads) as pool:
-        parts = [first, *pool.map(encode, zip(bounds[1:], bounds[2:], strict=False))]
+        parts = [first, *pool.map(encode, pairwise(bounds))]
     return BatchEncoding({key: [row for part in parts for row in part[key]] for key in first})
