@@ -22,7 +22,8 @@ configs' bert-tiny settings replaced by the family's):
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
   negatives (``configs/rag24-mini/rocketqa-v2.yaml``), both models under bf16 autocast: the ranker's forward and
   backward over 64 pairs are the step's cost (1.2 queries/s in fp32, ``docs/bench.md``, section 10).
-  A checkpoint every 20 steps (the newest 2 kept): a 72-minute seed survives a killed job.
+  A checkpoint every 20 steps (the newest 2 kept): a 72-minute seed survives a killed job. ``run --precision fp32``
+  trains in fp32 instead, on a CPU that emulates bf16 (no AVX-512 BF16, no AMX), where autocast is ~4x slower.
 
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
 against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log; RocketQAv2's trained ranker also
@@ -79,7 +80,7 @@ ROWS = [
     # a distilled student on the same footing: 7 of the hard negatives, KL to the teacher's scores + in-batch NLL
     Row("hard-kl", "the same hard negatives (7) + in-batch, KL to the cross-encoder (distilled)", "rocketqa",
         groups=True, flags=("--set", "loss.name=kl", "--set", "task.n_negatives=7", "--set", "loss.label_weight=1")),
-    Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder (bf16)", "rocketqa-v2",
+    Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder", "rocketqa-v2",
         groups=True, flags=("--precision", "bf16", "--save-every", "20", "--keep-checkpoints", "2")),
 ]
 
@@ -119,8 +120,9 @@ def index_of(family: str, model: Path, name: str) -> Path:
     return index
 
 
-def train_row(family: str, row: Row, seed: int) -> None:
-    """Train one row for one seed, search the test topics, keep the run and the training log."""
+def train_row(family: str, row: Row, seed: int, precision: str | None = None) -> None:
+    """Train one row for one seed, search the test topics, keep the run and the training log; ``precision``
+    replaces the family's and the row's autocast (fp32 where the CPU emulates bf16)."""
     out = run_file(family, row.name, seed)
     if out.is_file():
         return
@@ -128,7 +130,7 @@ def train_row(family: str, row: Row, seed: int) -> None:
         start = warm_model(family, seed)
         start_index = index_of(family, start, f"warm.seed{seed}")
     else:
-        train_row(family, next(r for r in ROWS if r.name == row.start), seed)
+        train_row(family, next(r for r in ROWS if r.name == row.start), seed, precision)
         start = model_dir(family, row.start, seed) / "final"
         start_index = index_of(family, start, f"{row.start}.seed{seed}")
     model = model_dir(family, row.name, seed)
@@ -143,7 +145,8 @@ def train_row(family: str, row: Row, seed: int) -> None:
             if row.config == "rocketqa-v2":
                 where = [*where[:4], "--set", f"task.ranker={TEACHER / 'final'}"]
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
-              "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *row.flags, *where))
+              "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *row.flags, *where,
+              *(("--precision", precision) if precision else ())))
     index = start_index if adore else index_of(family, model / "final", f"{row.name}.seed{seed}")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(model / "log.jsonl", out.with_name(f"{row.name}.seed{seed}.log.jsonl"))
@@ -193,12 +196,12 @@ def rerank_with_ranker(family: str, seed: int) -> None:
               "--quiet", "--output", str(out)))
 
 
-def run(family: str, seeds: list[int], only: list[str] | None) -> None:
+def run(family: str, seeds: list[int], only: list[str] | None, precision: str | None) -> None:
     for seed in seeds:
         search_warm(family, seed)
         for row in ROWS:
             if only is None or row.name in only:
-                train_row(family, row, seed)
+                train_row(family, row, seed, precision)
                 if row.name == "rocketqa-v2":
                     rerank_with_ranker(family, seed)
 
@@ -226,6 +229,9 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="train, encode and search the rows")
     run_parser.add_argument("--only", nargs="+", choices=[r.name for r in ROWS])
+    run_parser.add_argument("--precision", choices=["fp32", "bf16"],
+                            help="train every row under this autocast instead of its own (RocketQAv2 and the "
+                                 "minilm family: bf16, which a CPU without AVX-512 BF16 or AMX emulates ~4x slower)")
     report_parser = commands.add_parser("report", help="write the results table")
     report_parser.add_argument("--output", default="docs/negatives-rag24.md")
     for sub in (run_parser, report_parser):
@@ -233,7 +239,7 @@ def main() -> None:
         sub.add_argument("--seeds", type=int, nargs="+", default=[1])
     args = parser.parse_args()
     if args.command == "run":
-        run(args.family, args.seeds, args.only)
+        run(args.family, args.seeds, args.only, args.precision)
     else:
         report(args.family, args.seeds, args.output)
 
