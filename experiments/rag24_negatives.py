@@ -25,6 +25,10 @@ configs' bert-tiny settings replaced by the family's):
   A checkpoint every 20 steps (the newest 2 kept): a 72-minute seed survives a killed job. ``run --precision fp32``
   trains in fp32 instead, on a CPU that emulates bf16 (no AVX-512 BF16, no AMX), where autocast is ~4x slower.
 
+Indexes are encoded with ``ance_ir.encode --precision auto`` unless ``run --encode-precision`` names one: ``auto`` is
+bf16 on a CPU with AMX (seeds 1-2) and int8 on one without, which changes 3.5% of the warm model's mined negatives;
+``--encode-precision bf16`` keeps a rerun's indexes, and so its negatives, those of the committed rows.
+
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
 against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log; RocketQAv2's trained ranker also
 reranks the top 100 of the BM25 + MiniLM hybrid (``*.ranker-hybrid.test.trec.gz``). Every step is a package CLI,
@@ -112,27 +116,29 @@ def model_dir(family: str, row: str, seed: int) -> Path:
     return WORK / family / f"{row}.seed{seed}"
 
 
-def index_of(family: str, model: Path, name: str) -> Path:
-    """The dense index of ``model`` (encoded when missing)."""
+def index_of(family: str, model: Path, name: str, precision: str = "auto") -> Path:
+    """The dense index of ``model``, encoded under ``precision`` when missing."""
     index = WORK / family / "indexes" / name
     if not (index / "meta.json").is_file():
-        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model), "--output", str(index), "--quiet"))
+        sh(py("ance_ir.encode", "--corpus", "rag24-mini", "--encoder", str(model), "--output", str(index),
+              "--precision", precision, "--quiet"))
     return index
 
 
-def train_row(family: str, row: Row, seed: int, precision: str | None = None) -> None:
+def train_row(family: str, row: Row, seed: int, precision: str | None = None, encode_precision: str = "auto") -> None:
     """Train one row for one seed, search the test topics, keep the run and the training log; ``precision``
-    replaces the family's and the row's autocast (fp32 where the CPU emulates bf16)."""
+    replaces the family's and the row's autocast (fp32 where the CPU emulates bf16), ``encode_precision`` is the
+    indexes' (``ance_ir.encode --precision``)."""
     out = run_file(family, row.name, seed)
     if out.is_file():
         return
     if row.start == "warm":
         start = warm_model(family, seed)
-        start_index = index_of(family, start, f"warm.seed{seed}")
+        start_index = index_of(family, start, f"warm.seed{seed}", encode_precision)
     else:
-        train_row(family, next(r for r in ROWS if r.name == row.start), seed, precision)
+        train_row(family, next(r for r in ROWS if r.name == row.start), seed, precision, encode_precision)
         start = model_dir(family, row.start, seed) / "final"
-        start_index = index_of(family, start, f"{row.start}.seed{seed}")
+        start_index = index_of(family, start, f"{row.start}.seed{seed}", encode_precision)
     model = model_dir(family, row.name, seed)
     adore = row.config == "adore"
     if not (model / "final").is_dir():
@@ -147,7 +153,7 @@ def train_row(family: str, row: Row, seed: int, precision: str | None = None) ->
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
               "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *row.flags, *where,
               *(("--precision", precision) if precision else ())))
-    index = start_index if adore else index_of(family, model / "final", f"{row.name}.seed{seed}")
+    index = start_index if adore else index_of(family, model / "final", f"{row.name}.seed{seed}", encode_precision)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(model / "log.jsonl", out.with_name(f"{row.name}.seed{seed}.log.jsonl"))
     sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--encoder", str(model / "final"),
@@ -175,11 +181,11 @@ def denoise_threshold(groups: Path) -> float:
     return round(statistics.median(p.score for g in read_groups(groups) for p in g.positives), 3)
 
 
-def search_warm(family: str, seed: int) -> None:
+def search_warm(family: str, seed: int, encode_precision: str = "auto") -> None:
     """The warm-up model itself (BM25 Neg at step W), the start of every row."""
     out = run_file(family, "warm", seed)
     if not out.is_file():
-        index = index_of(family, warm_model(family, seed), f"warm.seed{seed}")
+        index = index_of(family, warm_model(family, seed), f"warm.seed{seed}", encode_precision)
         out.parent.mkdir(parents=True, exist_ok=True)
         sh(py("ance_ir.search", "--topics", "rag24-mini-test", "--index", str(index), "--hits", "100", "--output",
               str(out), "--run-tag", "negatives-warm"))
@@ -196,12 +202,13 @@ def rerank_with_ranker(family: str, seed: int) -> None:
               "--quiet", "--output", str(out)))
 
 
-def run(family: str, seeds: list[int], only: list[str] | None, precision: str | None) -> None:
+def run(family: str, seeds: list[int], only: list[str] | None, precision: str | None,
+        encode_precision: str = "auto") -> None:
     for seed in seeds:
-        search_warm(family, seed)
+        search_warm(family, seed, encode_precision)
         for row in ROWS:
             if only is None or row.name in only:
-                train_row(family, row, seed, precision)
+                train_row(family, row, seed, precision, encode_precision)
                 if row.name == "rocketqa-v2":
                     rerank_with_ranker(family, seed)
 
@@ -232,6 +239,9 @@ def main() -> None:
     run_parser.add_argument("--precision", choices=["fp32", "bf16"],
                             help="train every row under this autocast instead of its own (RocketQAv2 and the "
                                  "minilm family: bf16, which a CPU without AVX-512 BF16 or AMX emulates ~4x slower)")
+    run_parser.add_argument("--encode-precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
+                            help="the indexes' ance_ir.encode --precision (auto: bf16 on a CPU with AMX, int8 on "
+                                 "one without)")
     report_parser = commands.add_parser("report", help="write the results table")
     report_parser.add_argument("--output", default="docs/negatives-rag24.md")
     for sub in (run_parser, report_parser):
@@ -239,7 +249,7 @@ def main() -> None:
         sub.add_argument("--seeds", type=int, nargs="+", default=[1])
     args = parser.parse_args()
     if args.command == "run":
-        run(args.family, args.seeds, args.only, args.precision)
+        run(args.family, args.seeds, args.only, args.precision, args.encode_precision)
     else:
         report(args.family, args.seeds, args.output)
 
