@@ -203,6 +203,34 @@ def test_denoised_group_negatives_leave_out_what_the_teacher_scores_high(toy_col
         _sampler(toy_collection, tmp_path, **{**settings, "groups": str(unscored)}, **{"negatives.denoise_above": 1.0})
 
 
+def test_denoised_share_mixes_denoised_and_undenoised_negatives(toy_collection, tmp_path):
+    from ance_ir.data import GroupPassage, TrainingGroup, write_groups
+
+    groups = tmp_path / "groups.jsonl"
+    # d7 and d8 scored above the threshold (likely positives), d4 and d6 below it
+    write_groups(groups, [TrainingGroup("q1", "cat", (GroupPassage("d1", score=3.0),),
+                                        tuple(GroupPassage(d, score=s) for d, s in
+                                              [("d7", 2.5), ("d4", 0.1), ("d8", 2.0), ("d6", -1.0)]))])
+    settings = {"data_source": "groups", "groups": str(groups), "negatives": "groups", "negatives.denoise_above": 1.0}
+    exclude = frozenset({"d1"})
+    denoised_only, _ = _sampler(toy_collection, tmp_path, **settings, **{"negatives.denoised_share": 1.0})
+    assert all(set(draw) == {"d4", "d6"} for draw in _draws(denoised_only, exclude, 2, seed=1, times=20))
+    undenoised, _ = _sampler(toy_collection, tmp_path, **settings, **{"negatives.denoised_share": 0.0})
+    drawn = [d for draw in _draws(undenoised, exclude, 1, seed=1, times=400) for d in draw]
+    assert set(drawn) == {"d4", "d6", "d7", "d8"}
+    mixed, _ = _sampler(toy_collection, tmp_path, **settings, **{"negatives.denoised_share": 0.5})
+    drawn = [d for draw in _draws(mixed, exclude, 1, seed=1, times=400) for d in draw]
+    # half from {d4, d6}, half uniform over all four: 3/4 of the draws are below the threshold
+    assert 0.68 < sum(d in ("d4", "d6") for d in drawn) / len(drawn) < 0.82 and set(drawn) == {"d4", "d6", "d7", "d8"}
+    pairs = _draws(mixed, exclude, 3, seed=2, times=50)
+    assert all(len(set(draw)) == 3 and not set(draw) & exclude for draw in pairs)
+    with pytest.raises(ValueError, match="negatives.denoised_share: must be a probability"):
+        _config(toy_collection, tmp_path, **settings, **{"negatives.denoised_share": 2})
+    with pytest.raises(ValueError, match="negatives.denoised_share: mixes denoised and undenoised"):
+        _config(toy_collection, tmp_path, **{**settings, "negatives.denoise_above": None},
+                **{"negatives.denoised_share": 0.5})
+
+
 def test_bm25_rand_mixes_bm25_candidates_and_random_passages(toy_collection, tmp_path):
     from ance_ir.train.negatives import BM25RandNegatives
 

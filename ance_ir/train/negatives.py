@@ -165,9 +165,7 @@ class BM25RandNegatives(BM25Negatives):
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
         super().check_config(config)
-        share = config.negatives.options["bm25_share"]
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
-            raise ConfigError("negatives.bm25_share", f"must be a probability in [0, 1], got {share!r}")
+        check_share("bm25_share", config.negatives.options["bm25_share"])
 
     def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int, share: float):
         super().__init__(docids, candidates, depth)
@@ -236,6 +234,12 @@ class StaticNegatives(CandidateNegatives):
         return cls(data.docids, candidates, config.negatives.depth)
 
 
+def check_share(option: str, share: Any) -> None:
+    """ConfigError unless ``negatives.OPTION`` is a probability."""
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        raise ConfigError(f"negatives.{option}", f"must be a probability in [0, 1], got {share!r}")
+
+
 def check_threshold(threshold: Any) -> None:
     """ConfigError unless ``negatives.denoise_above`` is None or a number."""
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
@@ -293,10 +297,17 @@ class GroupNegatives(CandidateNegatives):
 
     ``denoise_above``: RocketQA's denoised hard negatives, leaving out every negative the teacher (the groups'
     cross-encoder scores) scores above this value, a likely unjudged positive; the count left out is printed.
+    ``denoised_share`` (with ``denoise_above``): RocketQAv2's hybrid instances, each negative drawn from the denoised
+    list with this probability and from the undenoised one otherwise (default: denoised only).
     """
 
     name = "groups"
-    options = {"denoise_above": None}
+    options = {"denoise_above": None, "denoised_share": None}
+
+    def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int,
+                 undenoised: dict[str, list[str]] | None = None, denoised_share: float | None = None):
+        super().__init__(docids, candidates, depth)
+        self.undenoised, self.denoised_share = undenoised, denoised_share
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -312,6 +323,12 @@ class GroupNegatives(CandidateNegatives):
         if threshold is not None and not DATA_SOURCES[config.data.source].teacher_scores:
             raise ConfigError("negatives.denoise_above", "needs teacher scores: data.source: groups scored by "
                                                          "python -m ance_ir.rerank --groups")
+        share = config.negatives.options["denoised_share"]
+        if share is not None:
+            check_share("denoised_share", share)
+            if threshold is None:
+                raise ConfigError("negatives.denoised_share", "mixes denoised and undenoised negatives: it needs "
+                                                              "negatives.denoise_above")
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
@@ -327,7 +344,19 @@ class GroupNegatives(CandidateNegatives):
                 total = sum(len(docids) for docids in data.negatives.values())
                 print(f"denoised negatives: left out {dropped} of {total} scored above {threshold}",
                       file=sys.stderr, flush=True)
-        return cls(data.docids, candidates, config.negatives.depth)
+        share = config.negatives.options["denoised_share"]
+        return cls(data.docids, candidates, config.negatives.depth, data.negatives if share is not None else None,
+                   share)
+
+    def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
+        if self.undenoised is None:
+            return super().sample(qid, exclude, n, rng)
+        from_denoised = sum(rng.random() < self.denoised_share for _ in range(n))
+        denoised = [d for d in self.candidates.get(qid, ())[:self.depth] if d not in exclude]
+        chosen = rng.sample(denoised, min(from_denoised, len(denoised)))
+        rest = [d for d in self.undenoised.get(qid, ())[:self.depth] if d not in exclude and d not in chosen]
+        chosen += rng.sample(rest, min(n - len(chosen), len(rest)))
+        return self.random_fill(qid, chosen, exclude, n, rng)
 
 
 def denoise(negatives: dict[str, list[str]], scores: dict[str, dict[str, float]],
