@@ -106,8 +106,8 @@ TEACHERS = ("cross-encoder", "dense")
 
 
 def run_file(row: str, seed: int, family: str = "bert-tiny") -> Path:
-    if row == "dpr":
-        return ROOT / "runs" / "rag24" / "table1" / family / f"dpr.seed{seed}.test.trec.gz"
+    if row in ("dpr", "ance"):
+        return ROOT / "runs" / "rag24" / "table1" / family / f"{row}.seed{seed}.test.trec.gz"
     return RUNS / family / f"{row}.seed{seed}.test.trec.gz"
 
 
@@ -211,6 +211,7 @@ def run(seeds: list[int], only: list[str] | None, kind: str, family: str) -> Non
 
 def report(seeds: list[int], output: str, kind: str, family: str) -> None:
     rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s, family) for s in seeds]),
+            ("ANCE (BM25 warm-up, Table 1)", [run_file("ance", s, family) for s in seeds]),
             *[(r.label, [run_file(r.name, s, family) for s in seeds]) for r in ROWS if r.teacher == kind]]
     lines = comparison_table(rows, "DPR", rows[0][1])
     selection = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")

@@ -79,7 +79,8 @@ ROWS = [
     Row("star", "STAR (static hard + in-batch random, RankNet)", "star"),
     Row("adore", "ADORE (query tower on the warm model's index)", "adore"),
     Row("star-adore", "STAR → ADORE (+C query-tower steps)", "adore", start="star"),
-    Row("hard", "warm model's top-30 hard negatives + cross-batch (NLL)", "rocketqa", groups=True),
+    Row("hard", "warm model's top-30 hard negatives + in-batch (NLL; cross-batch under torchrun)", "rocketqa",
+        groups=True),
     Row("denoised", "RocketQA: the same, denoised by the cross-encoder", "rocketqa", groups=True, denoise=True),
     # a distilled student on the same footing: 7 of the hard negatives, KL to the teacher's scores + in-batch NLL
     Row("hard-kl", "the same hard negatives (7) + in-batch, KL to the cross-encoder (distilled)", "rocketqa",
