@@ -3,6 +3,7 @@ the refusals."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,12 @@ from ance_ir.encode.corpus_encoder import encode_corpus
 from ance_ir.index import load_dense_index, stored_vectors
 from ance_ir.modeling import DenseEncoder
 from ance_ir.train import list_checkpoints, train
-from ance_ir.train.adore import lambda_weights
+from ance_ir.train.adore import AdoreTask, lambda_weights
+from ance_ir.train.dataset import TrainData
+from ance_ir.train.distributed import Distributed
 from ance_ir.train.layout import RunDir
+from ance_ir.train.runlog import RunLog
+from ance_ir.train.task import TaskContext
 
 
 def test_lambda_weights_are_the_ndcg_change_of_each_swap():
@@ -51,6 +56,41 @@ def adore_settings(index: Path, **settings) -> dict:
 
 def tower_weights(run: Path, side: str) -> dict[str, torch.Tensor]:
     return load_file(list_checkpoints(RunDir(run))[-1] / side / "model.safetensors")
+
+
+def test_the_loss_is_lambda_weighted_ranknet_over_each_querys_retrieved_negatives(toy, toy_index, tmp_path):
+    config = toy_config(toy, tmp_path / "run", **adore_settings(toy_index, **{"task.cutoff": 0,
+                                                                             "loss.temperature": 0.5}))
+    data = TrainData.load(config)
+    ctx = TaskContext(config, data, RunDir(tmp_path / "run"), Distributed.init("cpu"), torch.device("cpu"),
+                      RunLog(tmp_path / "log.jsonl", enabled=False), lambda: False)
+    model = DenseEncoder.from_pretrained(toy / "bert", pooling="mean", query_max_length=16, passage_max_length=16)
+    task = AdoreTask(ctx, model)
+    batch = task.next_batch()
+    loss = task.loss(task.module.eval(), batch, contextlib.nullcontext).loss.item()
+
+    # by hand: numpy dot products, ranks counted in Python, the nDCG change of each swap, RankNet over T = 0.5
+    index = load_dense_index(toy_index)
+    vectors, docids = stored_vectors(index), list(index.docids)
+    relevant = {qid: sum(q == qid for q, _ in data.pairs) for qid, _ in batch}
+    queries = model.encode_queries([data.queries[qid] for qid, _ in batch])
+    per_query = []
+    for query, (qid, positive) in zip(queries, batch, strict=True):
+        scores = vectors @ query
+        top = [docids[i] for i in np.argsort(-scores, kind="stable")[:4]]
+        score = dict(zip(docids, scores, strict=True))
+
+        def rank(docid, top=top, score=score):
+            return 1 + sum(score[d] > score[docid] for d in top)
+
+        def gain(r):
+            return 1 / np.log2(1 + r)
+
+        ideal = sum(gain(r) for r in range(1, relevant[qid] + 1))
+        per_query.append(sum(abs(gain(rank(positive)) - gain(rank(d))) / ideal
+                             * np.log1p(np.exp((score[d] - score[positive]) / 0.5))
+                             for d in top if d not in data.exclude[qid]))
+    assert loss == pytest.approx(float(np.mean(per_query)), rel=1e-5)
 
 
 def test_adore_trains_the_query_tower_only_and_resumes_bit_identically(toy, toy_index, tmp_path):

@@ -128,12 +128,13 @@ class AdoreTask(TrainingTask):
         _, hits = self.index.search(queries.detach().cpu().numpy(), options["depth"])
         losses = []
         for query, (qid, positive), docids in zip(queries, batch, hits, strict=True):
-            rows = torch.tensor([self.row[d] for d in docids], device=self.ctx.device)
-            negative_rows = torch.tensor([self.row[d] for d in docids if d not in data.exclude[qid]],
-                                         dtype=torch.long, device=self.ctx.device)
-            retrieved = self.vectors[rows] @ query
-            negatives = self.vectors[negative_rows] @ query
-            positive_score = self.vectors[self.row[positive]] @ query
+            docids = list(docids)
+            retrieved = self.vectors[torch.tensor([self.row[d] for d in docids], device=self.ctx.device)] @ query
+            # the negatives' and a retrieved positive's scores are taken from ``retrieved`` itself: a second product
+            # can round a passage's score below its own entry there, and rank it one place lower
+            negatives = retrieved[torch.tensor([d not in data.exclude[qid] for d in docids], device=self.ctx.device)]
+            positive_score = (retrieved[docids.index(positive)] if positive in docids
+                              else self.vectors[self.row[positive]] @ query)
             weights = lambda_weights(positive_score.detach(), negatives.detach(), retrieved.detach(),
                                      self.relevant[qid], options["cutoff"])
             margins = (negatives - positive_score) / self.ctx.config.loss.temperature
