@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from test_train_run import assert_same_training, toy_config, training_records
+from test_train_run import assert_same_training, events, toy_config, training_records
 
 from ance_ir.bm25 import build_lucene_index
 from ance_ir.data import GroupPassage, TrainingGroup, write_groups
@@ -94,5 +94,11 @@ def test_margin_mse_distils_scored_groups_and_refuses_unscored_data(toy, lucene,
     assert sum(losses[-5:]) < sum(losses[:5])
     with pytest.raises(ValueError, match="no passage has a score"):
         train(toy_config(toy, tmp_path / "unscored", groups=str(unscored), **settings))
+    # RocketQA's denoising leaves out d8 (teacher 1.0 > 0.0) of each query's two negatives; the log records it
+    train(toy_config(toy, tmp_path / "denoised", groups=str(groups), **{**settings, "max_steps": 1},
+                     **{"negatives.denoise_above": 0.0}))
+    assert [{k: v for k, v in e.items() if k != "time"} for e in events(tmp_path / "denoised", "negatives")] == [
+        {"step": 0, "event": "negatives", "name": "groups", "denoise_above": 0.0, "left_out": 3, "of": 6,
+         "denoised_share": None}]
     with pytest.raises(ValueError, match="does not bring"):
         toy_config(toy, tmp_path / "qrels", loss="kl", refresh_every=0, eval_topics=None, eval_qrels=None)

@@ -89,6 +89,8 @@ class GroupTask(TrainingTask):
                              "processes; set task.cross_batch: false (each process's own passages) or train in one "
                              "process")
         self.sampler = build_sampler(config, data, ctx.run, ctx.dist)
+        if summary := self.sampler.summary():
+            ctx.log.write({"step": 0, "event": "negatives", "name": config.negatives.name, **summary})
         self.draws = GroupDraws(data, self.sampler, config.seed, config.task.n_negatives)
         loss = config.loss
         self.loss_fn = LOSSES[loss.name](loss.temperature, **loss.options)

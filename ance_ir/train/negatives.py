@@ -69,6 +69,10 @@ class NegativeSampler(ABC):
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
         """``n`` distinct negatives for ``qid``, none in ``exclude``."""
 
+    def summary(self) -> dict[str, Any]:
+        """What the run's log records of these negatives when training starts (nothing by default)."""
+        return {}
+
     def random_fill(self, qid: str, chosen: list[str], exclude: Collection[str], n: int,
                     rng: random.Random) -> list[str]:
         """``chosen`` topped up with uniformly drawn corpus passages (not excluded, not chosen) to ``n``."""
@@ -308,6 +312,7 @@ class GroupNegatives(CandidateNegatives):
                  undenoised: dict[str, list[str]] | None = None, denoised_share: float | None = None):
         super().__init__(docids, candidates, depth)
         self.undenoised, self.denoised_share = undenoised, denoised_share
+        self.denoising: dict[str, Any] = {}
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -340,13 +345,20 @@ class GroupNegatives(CandidateNegatives):
                                  "out the negatives a teacher scores high (score them with python -m ance_ir.rerank "
                                  "--groups)")
             candidates, dropped = denoise(data.negatives, data.scores, threshold)
+            total = sum(len(docids) for docids in data.negatives.values())
             if dist.is_main:
-                total = sum(len(docids) for docids in data.negatives.values())
                 print(f"denoised negatives: left out {dropped} of {total} scored above {threshold}",
                       file=sys.stderr, flush=True)
         share = config.negatives.options["denoised_share"]
-        return cls(data.docids, candidates, config.negatives.depth, data.negatives if share is not None else None,
-                   share)
+        sampler = cls(data.docids, candidates, config.negatives.depth, data.negatives if share is not None else None,
+                      share)
+        if threshold is not None:
+            sampler.denoising = {"denoise_above": threshold, "left_out": dropped, "of": total, "denoised_share": share}
+        return sampler
+
+    def summary(self) -> dict[str, Any]:
+        """The denoising threshold, the negatives it left out of how many, and the denoised share (if any)."""
+        return self.denoising
 
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
         if self.undenoised is None:
