@@ -300,7 +300,8 @@ class GroupNegatives(CandidateNegatives):
     """The negatives that came with the training data (``data.source: groups``, ``spider``), best first.
 
     ``denoise_above``: RocketQA's denoised hard negatives, leaving out every negative the teacher (the groups'
-    cross-encoder scores) scores above this value, a likely unjudged positive; the count left out is printed.
+    cross-encoder scores) scores above this value, a likely unjudged positive; the count left out is printed and
+    recorded (:meth:`summary`).
     ``denoised_share`` (with ``denoise_above``): RocketQAv2's hybrid instances, each negative drawn from the denoised
     list with this probability and from the undenoised one otherwise (default: denoised only).
     """
