@@ -95,8 +95,10 @@ def test_the_loss_is_lambda_weighted_ranknet_over_each_querys_retrieved_negative
 
 def test_adore_trains_the_query_tower_only_and_resumes_bit_identically(toy, toy_index, tmp_path):
     settings = adore_settings(toy_index)
+    index_files = {path.name: path.read_bytes() for path in sorted(toy_index.iterdir())}
     straight = tmp_path / "straight"
     train(toy_config(toy, straight, **settings))
+    assert {path.name: path.read_bytes() for path in sorted(toy_index.iterdir())} == index_files  # the index as it was
     assert events(straight, "adore-index")[0]["passages"] == 8
     losses = [r["loss"] for r in training_records(straight)]
     assert len(losses) == 6 and all(np.isfinite(losses)) and any(loss > 0 for loss in losses)
