@@ -27,7 +27,8 @@ configs' bert-tiny settings replaced by the family's):
 
 Indexes are encoded with ``ance_ir.encode --precision auto`` unless ``run --encode-precision`` names one: ``auto`` is
 bf16 on a CPU with AMX (seeds 1-2) and int8 on one without, which changes 3.5% of the warm model's mined negatives;
-``--encode-precision bf16`` keeps a rerun's indexes, and so its negatives, those of the committed rows.
+``--encode-precision bf16`` encodes as the committed rows' indexes were (emulated bf16, on a CPU without native bf16,
+comes close to the AMX Xeon's vectors but not bit for bit: ``docs/negatives-rag24.md``).
 
 Each final model searches the 101 test topics (100 hits) against its own index (ADORE: the fixed index it trained
 against), committed under ``runs/rag24/negatives/FAMILY/`` with its training log; RocketQAv2's trained ranker also
