@@ -120,8 +120,13 @@ class CandidateNegatives(NegativeSampler):
         super().__init__(docids)
         self.candidates, self.depth = candidates, depth
 
+    def pool(self, qid: str, exclude: Collection[str], candidates: dict[str, list[str]] | None = None) -> list[str]:
+        """``qid``'s top ``depth`` of ``candidates`` (default: this sampler's), best first, less ``exclude``."""
+        return [d for d in (self.candidates if candidates is None else candidates).get(qid, ())[:self.depth]
+                if d not in exclude]
+
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
-        pool = [d for d in self.candidates.get(qid, ())[:self.depth] if d not in exclude]
+        pool = self.pool(qid, exclude)
         return self.random_fill(qid, rng.sample(pool, min(n, len(pool))), exclude, n, rng)
 
 
@@ -182,7 +187,7 @@ class BM25RandNegatives(BM25Negatives):
 
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
         from_bm25 = sum(rng.random() < self.share for _ in range(n))
-        pool = [d for d in self.candidates.get(qid, ())[:self.depth] if d not in exclude]
+        pool = self.pool(qid, exclude)
         return self.random_fill(qid, rng.sample(pool, min(from_bm25, len(pool))), exclude, n, rng)
 
 
@@ -365,9 +370,9 @@ class GroupNegatives(CandidateNegatives):
         if self.undenoised is None:
             return super().sample(qid, exclude, n, rng)
         from_denoised = sum(rng.random() < self.denoised_share for _ in range(n))
-        denoised = [d for d in self.candidates.get(qid, ())[:self.depth] if d not in exclude]
+        denoised = self.pool(qid, exclude)
         chosen = rng.sample(denoised, min(from_denoised, len(denoised)))
-        rest = [d for d in self.undenoised.get(qid, ())[:self.depth] if d not in exclude and d not in chosen]
+        rest = [d for d in self.pool(qid, exclude, self.undenoised) if d not in chosen]
         chosen += rng.sample(rest, min(n - len(chosen), len(rest)))
         return self.random_fill(qid, chosen, exclude, n, rng)
 
