@@ -213,7 +213,7 @@ def report(seeds: list[int], output: str, kind: str, family: str) -> None:
     rows = [("DPR (BM25 + in-batch, Table 1)", [run_file("dpr", s, family) for s in seeds]),
             ("ANCE (BM25 warm-up, Table 1)", [run_file("ance", s, family) for s in seeds]),
             *[(r.label, [run_file(r.name, s, family) for s in seeds]) for r in ROWS if r.teacher == kind]]
-    lines = comparison_table(rows, "DPR", rows[0][1])
+    lines = comparison_table(rows, {"DPR": rows[0][1]})
     selection = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
     body = (f"### {family}, {which}\n\n" + "\n".join(lines) + left_out(rows)

@@ -224,7 +224,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
             *[(r.label, [run_file(family, r.name, s) for s in seeds]) for r in ROWS]]
     seeds_text = " ".join(map(str, seeds))
     which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
-    body = (f"### {family}, {which}\n\n" + "\n".join(comparison_table(rows, "ANCE", ance)) + left_out(rows)
+    body = (f"### {family}, {which}\n\n" + "\n".join(comparison_table(rows, {"ANCE": ance})) + left_out(rows)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against ANCE's.\n\n"
               f"```bash\npython -m experiments.rag24_negatives run --family {family} --seeds {seeds_text}\n"

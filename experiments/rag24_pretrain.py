@@ -281,7 +281,7 @@ def joint_against_parts(family: str, seeds: list[int]) -> list[str]:
         baseline = [run_file(family, joint.name, recipe, seed) for seed in seeds]
         rows = [(f"{joint.label}, {label}", baseline),
                 *[(f"{s.label}, {label}", [run_file(family, s.name, recipe, seed) for seed in seeds]) for s in parts]]
-        table = comparison_table(rows, "the joint start", baseline)
+        table = comparison_table(rows, {"the joint start": baseline})
         lines += table if not lines else table[2:]
     return lines
 
@@ -296,7 +296,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
         baseline = [run_file(family, "none", recipe, seed) for seed in seeds]
         rows = [("no pretraining (Table 1)", baseline),
                 *[(s.label, [run_file(family, s.name, recipe, seed) for seed in seeds]) for s in STARTS]]
-        body += [f"#### {family}: {label}", "", *comparison_table(rows, "no pretraining", baseline), ""]
+        body += [f"#### {family}: {label}", "", *comparison_table(rows, {"no pretraining": baseline}), ""]
     body += [f"#### {family}: ICT + BFS + WLP jointly against each task alone (seed 003)", "",
              *joint_against_parts(family, seeds), ""]
     body += [f"#### {family}: the survey's Baidu ordering", "", ordering(family, seeds), "",
