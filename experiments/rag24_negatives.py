@@ -22,6 +22,8 @@ configs' bert-tiny settings replaced by the family's):
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
   negatives (``configs/rag24-mini/rocketqa-v2.yaml``), both models under bf16 autocast: the ranker's forward and
   backward over 64 pairs are the step's cost (1.2 queries/s in fp32, ``docs/bench.md``, section 10).
+  rocketqa-v2-mixed: the same on v2's hybrid instances, each negative drawn from the denoised list (RocketQA's
+  threshold) with probability 0.5, else from the undenoised one (``negatives.denoised_share``).
   A checkpoint every 20 steps (the newest 2 kept): a 72-minute seed survives a killed job. ``run --precision fp32``
   trains in fp32 instead, on a CPU that emulates bf16 (no AVX-512 BF16, no AMX), where autocast is ~4x slower.
 
@@ -76,6 +78,8 @@ class Row:
     flags: tuple[str, ...] = ()
 
 
+#: RocketQAv2's autocast and checkpoints: a seed takes 72-96 minutes on a 2-core CPU
+V2_FLAGS = ("--precision", "bf16", "--save-every", "20", "--keep-checkpoints", "2")
 ROWS = [
     Row("star", "STAR (static hard + in-batch random, RankNet)", "star"),
     Row("adore", "ADORE (query tower on the warm model's index)", "adore"),
@@ -87,7 +91,9 @@ ROWS = [
     Row("hard-kl", "the same hard negatives (7) + in-batch, KL to the cross-encoder (distilled)", "rocketqa",
         groups=True, flags=("--set", "loss.name=kl", "--set", "task.n_negatives=7", "--set", "loss.label_weight=1")),
     Row("rocketqa-v2", "RocketQAv2: joint listwise distillation with the cross-encoder", "rocketqa-v2",
-        groups=True, flags=("--precision", "bf16", "--save-every", "20", "--keep-checkpoints", "2")),
+        groups=True, flags=V2_FLAGS),
+    Row("rocketqa-v2-mixed", "RocketQAv2 on v2's hybrid negatives (each from the denoised list with probability 0.5)",
+        "rocketqa-v2", groups=True, denoise=True, flags=(*V2_FLAGS, "--set", "negatives.denoised_share=0.5")),
 ]
 
 
@@ -151,7 +157,7 @@ def train_row(family: str, row: Row, seed: int, precision: str | None = None, en
             where = ["--set", f"data.groups={groups}", "--init-from", str(start), "--set",
                      f"negatives.denoise_above={denoise_threshold(groups) if row.denoise else 'null'}"]
             if row.config == "rocketqa-v2":
-                where = [*where[:4], "--set", f"task.ranker={TEACHER / 'final'}"]
+                where += ["--set", f"task.ranker={TEACHER / 'final'}"]
         sh(py("ance_ir.train", "--config", f"configs/rag24-mini/{row.config}.yaml", "--seed", str(seed),
               "--output", str(model), "--no-progress", *FAMILY_FLAGS[family], *row.flags, *where,
               *(("--precision", precision) if precision else ())))
