@@ -59,7 +59,7 @@ def main() -> None:
     lines = ["| stage | made | wall time (s) | share |", "|---|---|---:|---:|"]
     lines += [f"| {name} | {made} | {seconds:,.0f} | {seconds / total:.0%} |" for name, made, seconds in rows]
     lines.append(f"| **whole pipeline** | | **{total:,.0f}** ({total / 60:.0f} min) | 100% |")
-    body = ("## GPL pipeline wall time (rag24-mini, CPU)\n\n" + __doc__.split("\n\n")[1] + "\n\n" + "\n".join(lines)
+    body = ("## 14. GPL pipeline wall time (rag24-mini, CPU)\n\n" + __doc__.split("\n\n")[1] + "\n\n" + "\n".join(lines)
             + f"\n\nMachine: {machine()}.\n\n```\n{module_command()}\n```\n")
     write_section(args.output, "bench-gpl-pipeline", body)
 

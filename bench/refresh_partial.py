@@ -89,7 +89,7 @@ def main() -> None:
                         f"{statistics.fmean(shares):.3f} | {np.percentile(shares, 10):.3f} |")
     lines = ["| reencode_share | priority_depth | passage tokens | re-encoded | encode (s) | refresh (s) | against "
              "full | top-200 overlap with full (mean) | (10th percentile) |", "|" + " --- |" * 9, *rows]
-    body = (f"## 13. Cheaper refreshes ({args.model}, checkpoints at steps {half} and {args.steps})\n\n"
+    body = (f"## 10. Cheaper refreshes ({args.model}, checkpoints at steps {half} and {args.steps})\n\n"
             + __doc__.split("\n\n")[1] + "\n\n" + "\n".join(lines) + "\n\n" + provenance(load))
     write_section(args.output, f"bench-refresh-partial-{args.model}", body)
 

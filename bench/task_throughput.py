@@ -67,8 +67,8 @@ PRETRAINING = [
 PRETRAINING_TASKS = [TASKS[0], *[(label, f"rag24-mini/pretrain-{name}", ("task.batch_size=16", *sets))
                                  for label, name, sets in PRETRAINING]]
 GROUPS_OF_TASKS = {
-    "supervised": ("bench-task-throughput", "10. Training throughput of each task", TASKS),
-    "pretraining": ("bench-pretrain-throughput", "14. Training throughput of each pretraining task",
+    "supervised": ("bench-task-throughput", "15. Training throughput of each task", TASKS),
+    "pretraining": ("bench-pretrain-throughput", "16. Training throughput of each pretraining task",
                     PRETRAINING_TASKS),
 }
 

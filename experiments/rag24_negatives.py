@@ -21,7 +21,7 @@ configs' bert-tiny settings replaced by the family's):
   cross-encoder's scores over the query's own group plus NLL over every passage (``loss.label_weight``: 1).
 * RocketQAv2: the retriever and the MiniLM cross-encoder trained together on lists of the positive and 3 of those
   negatives (``configs/rag24-mini/rocketqa-v2.yaml``), both models under bf16 autocast: the ranker's forward and
-  backward over 64 pairs are the step's cost (1.2 queries/s in fp32, ``docs/bench.md``, section 10).
+  backward over 64 pairs are the step's cost (1.2 queries/s in fp32, ``docs/bench.md``, section 15).
   rocketqa-v2-mixed: the same on v2's hybrid instances, each negative drawn from the denoised list (RocketQA's
   threshold) with probability 0.5, else from the undenoised one (``negatives.denoised_share``).
   A checkpoint every 20 steps (the newest 2 kept): a 72-minute seed survives a killed job. ``run --precision fp32``

@@ -106,7 +106,7 @@ EXTRA_ROWS = [
         warm_start=True, stages="cont", refresh=True),
     # Issue 12's cheap refresh, now the default: each refresh re-encodes a fifth of the corpus (each training
     # query's top 5 latest negatives first, then the passages encoded longest ago): 0.24 of a full refresh's time
-    # in docs/bench.md section 13.
+    # in docs/bench.md section 10.
     Row("ance-partial", "ANCE, partial refresh (20% re-encoded)",
         ("--negatives", "ance", "--refresh-mode", "async", "--threads", "1", "--inferencer-threads", "1",
          "--reencode-share", "0.2", "--priority-depth", "5"), warm_start=True, stages="cont", refresh=True),
