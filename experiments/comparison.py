@@ -43,6 +43,11 @@ def versus(values: dict[str, dict[str, list[float]]], reference: dict[str, dict[
     return [f"{statistics.fmean(a) - statistics.fmean(b):+.4f}", f"{better} / {worse}", f"{paired_t_test(a, b):.2g}"]
 
 
+def which_seeds(seeds: list[int]) -> str:
+    """A table heading's seed part: ``seeds 1, 2, 3 (mean ± std over seeds)`` or ``seed 1``."""
+    return f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+
+
 def left_out(rows: list[tuple[str, list[Path]]]) -> str:
     """A sentence naming the rows ``comparison_table`` leaves out (a seed's run missing), or "" when none is."""
     missing = [label for label, paths in rows if not all(path.is_file() for path in paths)]

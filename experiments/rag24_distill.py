@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import write_section
-from experiments.comparison import comparison_table, left_out
+from experiments.comparison import comparison_table, left_out, which_seeds
 from experiments.rag24_table1 import BM25_RUNS, COMMON, FAMILIES, ROOT, py, sh, work
 
 WORK = ROOT / "train-runs" / "distill"
@@ -215,7 +215,7 @@ def report(seeds: list[int], output: str, kind: str, family: str) -> None:
             *[(r.label, [run_file(r.name, s, family) for s in seeds]) for r in ROWS if r.teacher == kind]]
     lines = comparison_table(rows, {"DPR": rows[0][1]})
     selection = " ".join(map(str, seeds)) + ("" if family == "bert-tiny" else f" --family {family}")
-    which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+    which = which_seeds(seeds)
     body = (f"### {family}, {which}\n\n" + "\n".join(lines) + left_out(rows)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against DPR's.\n\n```bash\n"

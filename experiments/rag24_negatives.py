@@ -48,7 +48,7 @@ from pathlib import Path
 
 from ance_ir.data import read_groups
 from bench.common import write_section
-from experiments.comparison import comparison_table, left_out
+from experiments.comparison import comparison_table, left_out, which_seeds
 from experiments.rag24_distill import TEACHER
 from experiments.rag24_table1 import COMMON, FAMILIES, ROOT, py, sh
 from experiments.rag24_table1 import work as table1_work
@@ -229,7 +229,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
             ("DPR (BM25 + in-batch, Table 1)", [run_file(family, "dpr", s) for s in seeds]),
             *[(r.label, [run_file(family, r.name, s) for s in seeds]) for r in ROWS]]
     seeds_text = " ".join(map(str, seeds))
-    which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+    which = which_seeds(seeds)
     body = (f"### {family}, {which}\n\n" + "\n".join(comparison_table(rows, {"ANCE": ance})) + left_out(rows)
             + "\n\nPaired two-sided t-test over the 101 test topics of each row's per-topic nDCG@10 (mean over seeds) "
               "against ANCE's.\n\n"

@@ -15,7 +15,7 @@ import argparse
 
 from bench.common import write_section
 from experiments import rag24_distill, rag24_negatives
-from experiments.comparison import comparison_table, left_out
+from experiments.comparison import comparison_table, left_out, which_seeds
 
 
 def report(family: str, seeds: list[int], output: str) -> None:
@@ -28,7 +28,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
             *[(f"{r.label} [distill]", [rag24_distill.run_file(r.name, s, family) for s in seeds])
               for r in rag24_distill.ROWS if r.teacher == "cross-encoder"]]
     text = " ".join(map(str, seeds))
-    which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+    which = which_seeds(seeds)
     distill_family = "" if family == "bert-tiny" else f" --family {family}"
     body = (f"### {family}, {which}\n\n" + "\n".join(comparison_table(rows, {"ANCE": ance, "DPR": dpr}))
             + left_out(rows)

@@ -38,7 +38,7 @@ from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
 from ance_ir.eval.significance import paired_t_test
 from bench.common import write_section
-from experiments.comparison import comparison_table
+from experiments.comparison import comparison_table, which_seeds
 from experiments.rag24_adapt import head
 from experiments.rag24_interaction_report import per_query_of
 from experiments.rag24_table1 import COMMON, FAMILIES, ROOT, ROWS, py, sh
@@ -289,7 +289,7 @@ def joint_against_parts(family: str, seeds: list[int]) -> list[str]:
 def report(family: str, seeds: list[int], output: str) -> None:
     """The retrieval tables (one per recipe, each against no pretraining) and the Baidu ordering."""
     text = " ".join(map(str, seeds))
-    which = f"seeds {', '.join(map(str, seeds))} (mean ± std over seeds)" if len(seeds) > 1 else f"seed {seeds[0]}"
+    which = which_seeds(seeds)
     body = [f"### {family}, {which}", "", f"{PRETRAINING[family].steps} pretraining steps of 32 pairs (MLM: 32 "
             f"passages); fine-tuning: Table 1's {family} recipes.", ""]
     for recipe, label in RECIPES.items():
