@@ -81,7 +81,8 @@ def test_cli_json_and_table(random_run_and_qrels, capsys):
 def test_cli_unknown_metric_and_missing_file(tmp_path, random_run_and_qrels):
     _, _, qrels_path, run_path = random_run_and_qrels
     for args, message in ((["--metrics", "ndcg10"], "unknown metric 'ndcg10'; close matches: ndcg@10"),
-                          (["--run", str(tmp_path / "nope.trec")], "nope.trec: no such file")):
+                          (["--run", str(tmp_path / "nope.trec")], "nope.trec: no such file"),
+                          (["--relevance-level", "0"], "--relevance-level")):  # pytrec_eval would raise
         base = {"--qrels": str(qrels_path), "--run": str(run_path)}
         argv = [x for k, v in base.items() if k not in args for x in (k, v)] + args
         result = subprocess.run([sys.executable, "-m", "ance_ir.eval", *argv], capture_output=True, text=True)

@@ -49,7 +49,8 @@ def _trec_eval(*args: str) -> dict[str, float]:
     ("iprec_at_recall.0.1", ["iprec_at_recall_0.10"]), ("iprec_at_recall_0.10", ["iprec_at_recall_0.10"]),
     ("Rprec_mult.0.5", ["Rprec_mult_0.50"]), ("bpref", ["bpref"]), ("Rprec", ["Rprec"]), ("gm_map", ["gm_map"]),
     ("num_rel_ret", ["num_rel_ret"]), ("ndcg", ["ndcg"]), ("set_F", ["set_F"]), ("relative_P@5", ["relative_P_5"]),
-    ("success", ["success_1", "success_5", "success_10"]),
+    ("success", ["success_1", "success_5", "success_10"]), ("judged@10", ["judged_10"]), ("Judged.5", ["judged_5"]),
+    ("judged_100", ["judged_100"]),
 ])
 def test_spellings(spelling, keys):
     assert measure_keys(spelling) == keys
@@ -81,6 +82,8 @@ def test_default_parameters_are_pytrec_evals():
     ("iprec_at_recall.0.125", "at most two decimals"),
     ("accuracy@5", "unknown metric"),
     ("", "empty metric name"),
+    ("judged", "close matches: judged@10"),
+    ("judged@0", "cut-off '0' is not a positive integer"),
 ])
 def test_bad_spellings(spelling, message):
     if message is None:
@@ -142,10 +145,21 @@ def test_mrr_depths(files):
     assert values["recip_rank_cut_1"] <= values["recip_rank"] <= values["recip_rank_cut_1000"]
 
 
+def test_judged_share_by_hand(files):
+    qrels, run = {"q": {"a": 0, "b": 2}, "r": {"c": 1}}, {"q": [("a", 3.0), ("x", 2.0), ("b", 1.0)], "r": [("y", 1.0)]}
+    per_query = evaluate_per_query(qrels, run, ["judged@2", "judged@3", "judged@10"])
+    assert per_query == {"q": {"judged_2": 0.5, "judged_3": pytest.approx(2 / 3), "judged_10": 0.2},
+                         "r": {"judged_2": 0.0, "judged_3": 0.0, "judged_10": 0.0}}  # a grade-0 judgment counts
+    qrels, run, _, _ = files
+    shares = [sum(d in qrels[q] for d, _ in hits[:10]) / 10 for q, hits in run.items()]
+    assert evaluate(qrels, run, ["judged@10", "ndcg@10"])["judged_10"] == pytest.approx(sum(shares) / len(shares))
+
+
 def test_labels_and_table():
     assert [label(k) for k in ("ndcg_cut_10", "recip_rank", "recall_100", "P_5", "map_cut_100", "success_1",
-                               "recip_rank_cut_100", "map", "iprec_at_recall_0.10")] == \
-        ["ndcg@10", "mrr@10", "r@100", "p@5", "map@100", "success@1", "mrr@100", "map", "iprec_at_recall_0.10"]
+                               "recip_rank_cut_100", "map", "iprec_at_recall_0.10", "judged_10")] == \
+        ["ndcg@10", "mrr@10", "r@100", "p@5", "map@100", "success@1", "mrr@100", "map", "iprec_at_recall_0.10",
+         "judged@10"]
     # the default table is byte-for-byte what it was
     table = format_table({"ndcg_cut_10": 0.5, "recip_rank": 0.25, "recall_100": 1.0, "recall_1000": 1.0,
                           "map": 0.125}, label="7 queries")

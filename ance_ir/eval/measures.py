@@ -10,7 +10,9 @@ Every spelling resolves to one or more :class:`Measure` s, each one value per qu
   ``num_rel_ret``, ``set_F`` ... (every name in ``pytrec_eval.supported_measures`` except the non-numeric
   ``runid`` and ``relstring``);
 * short aliases, case-insensitive: ``ndcg@10``, ``r@20``/``recall@20``, ``p@5``/``precision@5``, ``map@100``,
-  ``success@5``, ``mrr@10``.
+  ``success@5``, ``mrr@10``;
+* ``judged@K`` (``judged.K``), computed here (pytrec_eval lacks it): the share of each query's top K hits judged at
+  any grade, Anserini's trec_eval ``judged.K``; how much of a run's score rests on judged passages.
 
 Reciprocal rank is always taken over the top K hits (trec_eval ``-M K``): ``mrr@K``; ``recip_rank`` is
 ``mrr@10``, this project's MRR since the start, and keeps the output key ``recip_rank``; any other K has the
@@ -27,6 +29,7 @@ import pytrec_eval
 
 MRR = "recip_rank"
 MRR_DEPTH = 10  # what ``recip_rank`` and the legacy ``mrr@10`` mean
+JUDGED = "judged"  # the one measure computed here, not by pytrec_eval
 
 # families whose parameters are rank cut-offs, with trec_eval's default cut-offs
 _CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -54,6 +57,7 @@ _BY_LOWER = {f.lower(): f for f in _FAMILIES}
 _INT = re.compile(r"\d+")
 _LEVEL = re.compile(r"\d+(\.\d{1,2})?")
 _MRR_CUT = re.compile(r"(?:recip_rank|mrr)_cut[._](\S+)", re.IGNORECASE)
+_JUDGED = re.compile(r"judged[@._](\S+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ def _family(name: str) -> str | None:
 def suggestions(spelling: str) -> list[str]:
     """Close matches for an unknown spelling (aliases with typical cut-offs, trec_eval names)."""
     vocabulary = ["ndcg@10", "r@100", "recall@100", "p@10", "precision@10", "mrr@10", "map@100", "success@10",
-                  "ndcg_cut.10", "recall.100", "P.10", "map_cut.100", "success.10", *_FAMILIES]
+                  "judged@10", "ndcg_cut.10", "recall.100", "P.10", "map_cut.100", "success.10", *_FAMILIES]
     lower = {v.lower(): v for v in vocabulary}
     return [lower[m] for m in difflib.get_close_matches(spelling.lower(), list(lower), n=5, cutoff=0.6)]
 
@@ -133,6 +137,8 @@ def parse_measure(spelling: str) -> list[Measure]:
     text = spelling.strip()
     if not text:
         raise ValueError("empty metric name")
+    if m := _JUDGED.fullmatch(text):
+        return [Measure(JUDGED, _cutoff(m.group(1), spelling))]
     if "@" in text:
         name, _, k = text.partition("@")
         family = AT_ALIASES.get(name.lower()) or _family(name)
@@ -178,7 +184,7 @@ def label(key: str) -> str:
     if key == MRR:
         return f"mrr@{MRR_DEPTH}"
     for prefix, short in ((f"{MRR}_cut_", "mrr"), ("ndcg_cut_", "ndcg"), ("recall_", "r"), ("map_cut_", "map"),
-                          ("P_", "p"), ("success_", "success")):
+                          ("P_", "p"), ("success_", "success"), (f"{JUDGED}_", JUDGED)):
         if key.startswith(prefix) and key[len(prefix):].isdigit():
             return f"{short}@{key[len(prefix):]}"
     return key

@@ -1,4 +1,5 @@
-"""Retrieval measures with pytrec_eval: every measure it knows (see :mod:`ance_ir.eval.measures` for the names).
+"""Retrieval measures with pytrec_eval: every measure it knows, and judged@K (see :mod:`ance_ir.eval.measures`
+for the names).
 
 The defaults are nDCG@10, MRR@10, R@100, R@1000 and MAP, under pytrec_eval's keys.
 """
@@ -11,7 +12,7 @@ import statistics
 import pytrec_eval
 
 from ance_ir.data import Qrels, Run
-from ance_ir.eval.measures import Measure, parse_measure, parse_measures, trec_eval_spec
+from ance_ir.eval.measures import JUDGED, Measure, parse_measure, parse_measures, trec_eval_spec
 
 # Friendly name -> output key of the default measures. MRR@10 is ``recip_rank`` over the top 10 of each query.
 METRICS = {
@@ -44,6 +45,11 @@ def measure_keys(metric: str) -> list[str]:
 def _as_ranking(run: Run, qid: str, depth: int | None) -> dict[str, float]:
     hits = run[qid]
     return {d: s for d, s in (hits[:depth] if depth else hits)}
+
+
+def judged_share(hits: list[tuple[str, float]], judged: dict[str, int], k: int) -> float:
+    """judged@k: the share of the top ``k`` hits (of ``k``, as Anserini's trec_eval counts) judged at any grade."""
+    return sum(docid in judged for docid, _ in hits[:k]) / k
 
 
 # trec_eval's floor for the logarithms behind gm_map and gm_bpref
@@ -83,7 +89,8 @@ def evaluate_per_query(qrels: Qrels, run: Run, metrics: list[str] | None = None,
     results: dict[str, dict[str, float]] = {q: {} for q in qids}
     by_depth: dict[int | None, list[Measure]] = {}
     for m in measures:
-        by_depth.setdefault(m.depth, []).append(m)
+        if m.family != JUDGED:
+            by_depth.setdefault(m.depth, []).append(m)
     for depth, wanted in by_depth.items():
         if not ranked:
             break
@@ -92,6 +99,10 @@ def evaluate_per_query(qrels: Qrels, run: Run, metrics: list[str] | None = None,
         for qid in ranked:
             got = values.get(qid, {})
             results[qid].update({m.key: got.get(m.pytrec_key, 0.0) for m in wanted})
+    for m in measures:
+        if m.family == JUDGED:
+            for qid in ranked:
+                results[qid][m.key] = judged_share(run[qid], qrels[qid], int(m.param))
     for qid in qids:
         if not run.get(qid):
             results[qid] = {m.key: empty_ranking_value(m.key, qrels[qid], relevance_level) for m in measures}
