@@ -264,6 +264,17 @@ def test_build_groups_from_a_run(toy_collection, toy_run):
     assert [p.docid for p in deep[0].negatives] == ["d2", "d3", "d4", "d5"]  # grade 1 allowed, positive never
 
 
+
+def test_grade_scores_carry_the_judgments_not_the_source_scores(toy_collection, toy_run):
+    qrels = {**read_qrels(toy_collection["qrels"]), "q1": {"d1": 3, "d2": 1, "d3": 0}}
+    groups, _ = build_groups(read_topics_tsv(toy_collection["topics"]), qrels, toy_collection["corpus"],
+                             RunSource(toy_run), hits=5, depth=3, min_positive_grade=2, exclude_grade=2,
+                             grade_scores=True)
+    q1 = groups[0]
+    assert q1.positives == (GroupPassage("d1", score=3.0),)
+    assert q1.negatives == (GroupPassage("d2", score=1.0), GroupPassage("d3", score=0.0),
+                            GroupPassage("d4", score=0.0))  # d4 unjudged: 0, not the run's 6.0
+
 def test_candidates_outside_the_corpus_are_never_negatives(toy_collection, tmp_path):
     run = tmp_path / "other.trec"
     run.write_text("q1 Q0 x1 1 5.0 t\nq1 Q0 d1 2 4.0 t\nq1 Q0 d7 3 3.0 t\n")
@@ -379,7 +390,8 @@ def test_cli_pseudo_positives(toy_collection, toy_run, tmp_path):
         [(q, ["d1"], ["d2", "d3"]) for q in TOY_TOPICS]
     for args, message in ((["--pseudo-positives", "1", "--qrels", str(toy_collection["qrels"])], "drop --qrels"),
                           (["--qrels", str(toy_collection["qrels"]), "--min-pseudo-score", "1"],
-                           "--min-pseudo-score needs --pseudo-positives")):
+                           "--min-pseudo-score needs --pseudo-positives"),
+                          (["--pseudo-positives", "1", "--grade-scores"], "--grade-scores needs judged topics")):
         refused = tmp_path / "refused.jsonl"
         result = cli(*common, *args, "--output", str(refused))
         assert result.returncode == 2 and message in result.stderr and not refused.exists()

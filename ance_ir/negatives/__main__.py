@@ -82,6 +82,9 @@ def build_parser() -> ArgumentParser:
                              "query with none gets no group")
     mining.add_argument("--exclude-grade", type=int, default=1, help="passages judged at least this grade are never "
                                                                       "negatives (default 1)")
+    mining.add_argument("--grade-scores", action="store_true",
+                        help="each passage's score is its judged grade for the query (0 when unjudged), not the "
+                             "source's: the qrels as the teacher of a listwise distillation loss (loss: kl)")
     return parser
 
 
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--pseudo-positives labels topics from the source's ranking; drop --qrels")
     if args.min_pseudo_score is not None and not args.pseudo_positives:
         raise ValueError("--min-pseudo-score needs --pseudo-positives")
+    if args.grade_scores and args.pseudo_positives:
+        raise ValueError("--grade-scores needs judged topics; it does not go with --pseudo-positives")
     if args.pseudo_positives:
         qrels = {}
     else:
@@ -147,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
         exclude_grade=args.exclude_grade, with_text=args.with_text,
         progress=lambda line: print(f"{line} ...", file=sys.stderr), pseudo_positives=args.pseudo_positives or 0,
-        min_pseudo_score=args.min_pseudo_score)
+        min_pseudo_score=args.min_pseudo_score, grade_scores=args.grade_scores)
 
     qrels_name = "the pseudo labels" if args.pseudo_positives else args.qrels or args.topics
     if not groups:

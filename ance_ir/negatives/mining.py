@@ -116,7 +116,7 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
                  depth: int, skip: int = 0, max_rank: int | None = None, margin: float | None = None,
                  relative_margin: float | None = None, min_positive_grade: int = 1, exclude_grade: int = 1,
                  with_text: bool = False, progress: Callable[[str], None] | None = None,
-                 pseudo_positives: int = 0, min_pseudo_score: float | None = None,
+                 pseudo_positives: int = 0, min_pseudo_score: float | None = None, grade_scores: bool = False,
                  ) -> tuple[list[TrainingGroup], MiningReport]:
     """Training groups for the topics that have a positive (judged >= ``min_positive_grade``, in ``corpus``).
 
@@ -131,6 +131,10 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
     ``pseudo_positives`` candidates scoring at least ``min_pseudo_score`` are its positives
     (:func:`pseudo_qrels`; RocketQA's augmentation, confident pseudo pairs from a teacher's ranking), and its
     negatives are mined from the rest of the same ranking.
+
+    ``grade_scores``: every passage carries its judged grade for the query (0 when unjudged) as its score instead
+    of the source's, so the qrels themselves are the teacher a distillation loss reads (``loss: kl`` over a group
+    is then listwise training on graded labels: a grade-3 positive above a grade-1 negative above an unjudged one).
     """
     check_mining_params(depth, skip, max_rank, margin, relative_margin)
     passages: dict[str, Passage] = {}
@@ -195,7 +199,9 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
         scores: dict[str, float] = {}
         for docid, score in ranking.get(qid, []):
             scores.setdefault(docid, float(score))
-        negatives = tuple(passage(d, s) for d, s in mined[qid])
+        if grade_scores:
+            scores = {d: float(qrels[qid].get(d, 0)) for d in [*scores, *positives[qid]]}
+        negatives = tuple(passage(d, scores[d] if grade_scores else s) for d, s in mined[qid])
         groups.append(TrainingGroup(qid, query, tuple(passage(d, scores.get(d)) for d in positives[qid]),
                                     negatives))
         report.negatives += len(negatives)
