@@ -16,11 +16,12 @@ VERSUS = " nDCG@10 vs {baseline} | queries better / worse | paired t-test p |"
 def comparison_table(rows: list[tuple[str, list[Path]]], baselines: dict[str, list[Path]]) -> list[str]:
     """Markdown lines: the header, then a line per row (one run file per seed; rows with a missing file are left
     out); each row is compared with each baseline (name -> its runs) but its own."""
-    references = {name: per_query_of(runs) for name, runs in baselines.items()}
+    evaluated = {tuple(runs): per_query_of(runs) for runs in baselines.values()}  # a baseline row is not redone
+    references = {name: evaluated[tuple(runs)] for name, runs in baselines.items()}
     header = "| row | nDCG@10 | R@100 | MRR@10 |" + "".join(VERSUS.format(baseline=name) for name in baselines)
     lines = [header, "|" + " --- |" * (header.count("|") - 1)]
     for label, paths in rows:
-        values = per_query_of(paths)
+        values = evaluated[tuple(paths)] if tuple(paths) in evaluated else per_query_of(paths)
         if values is None:
             continue
         seeds = len(paths)
