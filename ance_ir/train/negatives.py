@@ -315,10 +315,11 @@ class GroupNegatives(CandidateNegatives):
     options = {"denoise_above": None, "denoised_share": None}
 
     def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int,
-                 undenoised: dict[str, list[str]] | None = None, denoised_share: float | None = None):
+                 undenoised: dict[str, list[str]] | None = None, denoised_share: float | None = None,
+                 denoising: dict[str, Any] | None = None):
         super().__init__(docids, candidates, depth)
         self.undenoised, self.denoised_share = undenoised, denoised_share
-        self.denoising: dict[str, Any] = {}
+        self.denoising = denoising or {}  # what :meth:`summary` records
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -344,7 +345,8 @@ class GroupNegatives(CandidateNegatives):
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
         threshold = config.negatives.options["denoise_above"]
-        candidates = data.negatives
+        share = config.negatives.options["denoised_share"]
+        candidates, denoising = data.negatives, {}
         if threshold is not None:
             if not any(data.scores.values()):
                 raise ValueError(f"{config.data.groups}: no passage has a score, and negatives.denoise_above leaves "
@@ -352,15 +354,12 @@ class GroupNegatives(CandidateNegatives):
                                  "--groups)")
             candidates, dropped = denoise(data.negatives, data.scores, threshold)
             total = sum(len(docids) for docids in data.negatives.values())
+            denoising = {"denoise_above": threshold, "left_out": dropped, "of": total, "denoised_share": share}
             if dist.is_main:
                 print(f"denoised negatives: left out {dropped} of {total} scored above {threshold}",
                       file=sys.stderr, flush=True)
-        share = config.negatives.options["denoised_share"]
-        sampler = cls(data.docids, candidates, config.negatives.depth, data.negatives if share is not None else None,
-                      share)
-        if threshold is not None:
-            sampler.denoising = {"denoise_above": threshold, "left_out": dropped, "of": total, "denoised_share": share}
-        return sampler
+        return cls(data.docids, candidates, config.negatives.depth, data.negatives if share is not None else None,
+                   share, denoising)
 
     def summary(self) -> dict[str, Any]:
         """The denoising threshold, the negatives it left out of how many, and the denoised share (if any)."""
