@@ -117,6 +117,7 @@ def test_adore_trains_the_query_tower_only_and_resumes_bit_identically(toy, toy_
     train(toy_config(toy, resumed, stop_at=3, **settings))
     train(toy_config(toy, resumed, **settings))
     assert events(resumed, "resume")[0]["step"] == 3
+    assert len(events(resumed, "adore-index")) == 1  # logged when the run starts, not again on resume
     for side in ("query", "passage"):
         mine, theirs = tower_weights(resumed, side), tower_weights(straight, side)
         assert all(torch.equal(mine[name], theirs[name]) for name in theirs)

@@ -95,8 +95,9 @@ def test_margin_mse_distils_scored_groups_and_refuses_unscored_data(toy, lucene,
     with pytest.raises(ValueError, match="no passage has a score"):
         train(toy_config(toy, tmp_path / "unscored", groups=str(unscored), **settings))
     # RocketQA's denoising leaves out d8 (teacher 1.0 > 0.0) of each query's two negatives; the log records it
-    train(toy_config(toy, tmp_path / "denoised", groups=str(groups), **{**settings, "max_steps": 1},
-                     **{"negatives.denoise_above": 0.0}))
+    denoised = {**settings, "max_steps": 2, "negatives.denoise_above": 0.0}
+    train(toy_config(toy, tmp_path / "denoised", groups=str(groups), stop_at=1, **denoised))
+    train(toy_config(toy, tmp_path / "denoised", groups=str(groups), **denoised))  # resumed: logged once
     assert [{k: v for k, v in e.items() if k != "time"} for e in events(tmp_path / "denoised", "negatives")] == [
         {"step": 0, "event": "negatives", "name": "groups", "denoise_above": 0.0, "left_out": 3, "of": 6,
          "denoised_share": None}]

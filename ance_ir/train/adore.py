@@ -83,8 +83,10 @@ class AdoreTask(TrainingTask):
         model.untie()
         self._module = QueryTower(model)
         self.stream = PairStream(len(ctx.data.pairs), ctx.config.seed)
-        ctx.log.write({"step": 0, "event": "adore-index", "index": str(options["index"]),
-                       "encoder": self.index.meta.get("encoder"), "passages": len(self.index)})
+
+    def start_events(self) -> list[dict[str, Any]]:
+        return [{"step": 0, "event": "adore-index", "index": str(self.ctx.config.task.options["index"]),
+                 "encoder": self.index.meta.get("encoder"), "passages": len(self.index)}]
 
     @classmethod
     def check_config(cls, config: Any) -> None:

@@ -89,8 +89,6 @@ class GroupTask(TrainingTask):
                              "processes; set task.cross_batch: false (each process's own passages) or train in one "
                              "process")
         self.sampler = build_sampler(config, data, ctx.run, ctx.dist)
-        if summary := self.sampler.summary():
-            ctx.log.write({"step": 0, "event": "negatives", "name": config.negatives.name, **summary})
         self.draws = GroupDraws(data, self.sampler, config.seed, config.task.n_negatives)
         loss = config.loss
         self.loss_fn = LOSSES[loss.name](loss.temperature, **loss.options)
@@ -99,8 +97,6 @@ class GroupTask(TrainingTask):
             from ance_ir.train.teacher import DenseTeacher
 
             self.teacher = DenseTeacher(loss.teacher_index, data.queries, data.texts, ctx.device)
-            ctx.log.write({"step": 0, "event": "teacher", "index": loss.teacher_index,
-                           "encoder": self.teacher.encoder, "passages": len(self.teacher.row)})
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -113,6 +109,15 @@ class GroupTask(TrainingTask):
             if config.refresh.eval_topics:
                 raise ConfigError("refresh.eval_topics", f"{reason}; evaluate its final/ model with {evaluate}")
         sampler.check_config(config)
+
+    def start_events(self) -> list[dict[str, Any]]:
+        events = []
+        if summary := self.sampler.summary():
+            events.append({"step": 0, "event": "negatives", "name": self.ctx.config.negatives.name, **summary})
+        if self.teacher is not None:
+            events.append({"step": 0, "event": "teacher", "index": self.ctx.config.loss.teacher_index,
+                           "encoder": self.teacher.encoder, "passages": len(self.teacher.row)})
+        return events
 
     @property
     def examples(self) -> int:

@@ -81,6 +81,11 @@ class TrainingTask(ABC):
     def module(self) -> torch.nn.Module:
         """The trainable module whose ``forward`` the task calls (wrapped in DDP by the trainer)."""
 
+    def start_events(self) -> list[dict[str, Any]]:
+        """Records (``{"step": 0, "event": ...}``) the trainer logs after a new run's ``start`` event, not again
+        when the run resumes: what the task set up before the first step."""
+        return []
+
     @property
     @abstractmethod
     def examples(self) -> int:

@@ -215,6 +215,8 @@ class Trainer:
             if self._saved_step is None:
                 self.log.write({"event": "start", "step": 0, "total_steps": self.total_steps,
                                 "pairs": self.task.examples, "world_size": self.dist.world_size})
+                for record in self.task.start_events():
+                    self.log.write(record)
                 if any(hook.initial_checkpoint() for hook in self.hooks):
                     self._save_checkpoint()
             stop = self._boundary()
