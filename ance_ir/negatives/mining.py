@@ -199,11 +199,10 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
         scores: dict[str, float] = {}
         for docid, score in ranking.get(qid, []):
             scores.setdefault(docid, float(score))
-        if grade_scores:
-            scores = {d: float(qrels[qid].get(d, 0)) for d in [*scores, *positives[qid]]}
-        negatives = tuple(passage(d, scores[d] if grade_scores else s) for d, s in mined[qid])
-        groups.append(TrainingGroup(qid, query, tuple(passage(d, scores.get(d)) for d in positives[qid]),
-                                    negatives))
+        grades = qrels[qid] if grade_scores else None  # then the judgments score every passage, not the source
+        negatives = tuple(passage(d, s if grades is None else float(grades.get(d, 0))) for d, s in mined[qid])
+        kept = tuple(passage(d, scores.get(d) if grades is None else float(grades[d])) for d in positives[qid])
+        groups.append(TrainingGroup(qid, query, kept, negatives))
         report.negatives += len(negatives)
         report.short += len(negatives) < depth
     report.groups = len(groups)
