@@ -89,7 +89,10 @@ def evaluate_per_query(qrels: Qrels, run: Run, metrics: list[str] | None = None,
     results: dict[str, dict[str, float]] = {q: {} for q in qids}
     by_depth: dict[int | None, list[Measure]] = {}
     for m in measures:
-        if m.family != JUDGED:
+        if m.family == JUDGED:
+            for qid in ranked:
+                results[qid][m.key] = judged_share(run[qid], qrels[qid], int(m.param))
+        else:
             by_depth.setdefault(m.depth, []).append(m)
     for depth, wanted in by_depth.items():
         if not ranked:
@@ -99,10 +102,6 @@ def evaluate_per_query(qrels: Qrels, run: Run, metrics: list[str] | None = None,
         for qid in ranked:
             got = values.get(qid, {})
             results[qid].update({m.key: got.get(m.pytrec_key, 0.0) for m in wanted})
-    for m in measures:
-        if m.family == JUDGED:
-            for qid in ranked:
-                results[qid][m.key] = judged_share(run[qid], qrels[qid], int(m.param))
     for qid in qids:
         if not run.get(qid):
             results[qid] = {m.key: empty_ranking_value(m.key, qrels[qid], relevance_level) for m in measures}
