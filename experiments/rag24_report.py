@@ -8,8 +8,7 @@ import statistics
 from ance_ir.data import read_run, write_run
 from ance_ir.datasets import resolve_qrels
 from ance_ir.eval import evaluate, evaluate_per_query
-from ance_ir.fusion import interpolate
-from ance_ir.fusion.tune import best_alpha, sweep_alpha
+from ance_ir.fusion.tune import cross_validated_interpolation
 from ance_ir.train import read_log
 from bench.common import write_section
 from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, kept_file, reported_rows, run_file, times_file
@@ -30,16 +29,8 @@ def fuse_with_bm25(family: str, row: str, seed: int) -> list[float]:
     """Interpolate the dense test run with BM25, alpha chosen by 5-fold cross-validation on the test topics
     (a trained model's train-topic runs would overrate it); write the fused run; return the folds' alphas."""
     bm25, dense = read_run(ROOT / BM25_RUNS["test"]), read_run(run_file(family, row, seed, "test"))
-    qrels = resolve_qrels("rag24-mini-test")
-    qids = sorted(qrels.keys() & dense.keys())
-    fused, alphas = {}, []
-    for fold in (qids[i::FOLDS] for i in range(FOLDS)):
-        held_out = set(fold)
-        tuning = {q: judged for q, judged in qrels.items() if q in dense and q not in held_out}
-        alpha = best_alpha(sweep_alpha(bm25, dense, tuning, depth=DEPTH))
-        fused |= interpolate({q: bm25[q] for q in fold if q in bm25}, {q: dense[q] for q in fold}, alpha,
-                             1 - alpha, depth=DEPTH, k=DEPTH)
-        alphas.append(alpha)
+    fused, alphas = cross_validated_interpolation(bm25, dense, resolve_qrels("rag24-mini-test"), FOLDS, depth=DEPTH,
+                                                  k=DEPTH)
     write_run(fused, run_file(family, f"hybrid-{row}", seed, "test"), tag=f"{family}-hybrid-{row}")
     return alphas
 

@@ -33,6 +33,22 @@ def test_interpolation_matches_pyserini_hybrid_searcher():
         assert [s for _, s in ours[qid]] == pytest.approx([h.score for h in theirs])
 
 
+def test_normalized_interpolation_ranks_as_pyserini_hybrid_searcher_with_normalization():
+    from pyserini.search.hybrid import HybridSearcher
+
+    sparse, dense = _random_run(3), _random_run(4)
+    sparse = {q: [(d, 40 + 7 * s) for d, s in hits] for q, hits in sparse.items()}  # BM25-like range
+    alpha = 0.4
+    ours = interpolate(sparse, dense, alpha, 1.0, depth=None, k=None, normalize=True)
+    for qid in sparse:
+        dense_hits, sparse_hits = ([SimpleNamespace(docid=d, score=s) for d, s in run[qid]] for run in (dense, sparse))
+        theirs = HybridSearcher._hybrid_results(dense_hits, sparse_hits, alpha, 100, normalization=True)
+        assert [d for d, _ in ours[qid]] == [h.docid for h in theirs]
+        # Pyserini centres each list on its midrange, ours starts it at 0: the scores differ by alpha/2 + 1/2
+        assert [s for _, s in ours[qid]] == pytest.approx([h.score + alpha / 2 + 0.5 for h in theirs])
+    assert max(s for _, s in ours["q1"]) <= alpha + 1.0 and min(s for _, s in ours["q1"]) >= 0.0
+
+
 def test_missing_document_takes_the_lists_minimum():
     fused = interpolate({"q": [("a", 10.0), ("b", 4.0)]}, {"q": [("b", 0.9), ("c", 0.5)]}, 0.5, 0.5)
     assert dict(fused["q"]) == pytest.approx({"a": 0.5 * 10 + 0.5 * 0.5, "b": 0.5 * 4 + 0.5 * 0.9,
@@ -185,6 +201,42 @@ def test_alpha_sweep_picks_the_best_weight():
     assert [a for a, _ in sweep] == [0.0, 0.1, 0.5, 1.0]
     assert sweep[0][1] < 1.0 and sweep[2][1] == 1.0
     assert best_alpha(sweep) == 0.5
+
+
+def test_cross_validation_tunes_each_fold_on_the_others():
+    from ance_ir.fusion.tune import cross_validated_interpolation
+
+    # q0 and q2 are ranked right by the first run only, q1 and q3 by the second: each fold gets the other's alpha
+    right, wrong = [("good", 2.0), ("bad", 1.0)], [("bad", 2.0), ("good", 1.0)]
+    first = {q: right if q in ("q0", "q2") else wrong for q in ("q0", "q1", "q2", "q3")}
+    second = {q: wrong if q in ("q0", "q2") else right for q in first}
+    qrels = {q: {"good": 1} for q in first}
+    fused, alphas = cross_validated_interpolation(first, second, qrels, folds=2, alphas=(0.0, 1.0))
+    assert alphas == [0.0, 1.0]  # fold {q0, q2} tuned on {q1, q3}, where the second run (alpha 0) is right
+    assert {q: [d for d, _ in r] for q, r in fused.items()} == {q: ["bad", "good"] for q in first}
+    with pytest.raises(ValueError, match="at least 5 judged queries"):
+        cross_validated_interpolation(first, second, qrels, folds=5)
+
+
+def test_cli_cross_validation_and_its_errors(tmp_path, capsys):
+    from ance_ir.fusion.__main__ import main
+    from ance_ir.fusion.tune import cross_validated_interpolation
+
+    a, b = _random_run(5), _random_run(6)
+    qrels = {q: {d: 1 for d, _ in a[q][::4]} for q in a}
+    write_run(a, tmp_path / "a.trec")
+    write_run(b, tmp_path / "b.trec")
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
+    runs = ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "--method", "interpolation"]
+    assert main([*runs, "--tune", str(tmp_path / "qrels"), "--folds", "2", "--normalization", "--hits", "9",
+                 "--output", str(tmp_path / "cv.trec")]) == 0
+    expected, alphas = cross_validated_interpolation(a, b, qrels, 2, depth=1000, k=9, normalize=True)
+    assert f"alpha of each of the 2 folds: {alphas[0]:g} {alphas[1]:g}" in capsys.readouterr().out
+    assert {q: [d for d, _ in r] for q, r in read_run(tmp_path / "cv.trec").items()} == \
+        {q: [d for d, _ in r] for q, r in expected.items()}
+    with pytest.raises(ValueError, match="--folds needs --tune"):
+        main([*runs, "--folds", "2", "--output", str(tmp_path / "x.trec")])
+    assert not (tmp_path / "x.trec").exists()
 
 
 def test_empty_runs_and_queries_without_hits():

@@ -3,7 +3,10 @@
 interpolation: ``alpha * A + (1 - alpha) * B``, the meaning ``--alpha`` has in every ance-ir CLI: like
 Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first. A document missing
 from one run takes that run's lowest score for the query (Pyserini's hybrid convention).
-With ``--tune QRELS`` alpha is chosen by nDCG@10 on those qrels (use training topics) from ``--alphas``.
+With ``--tune QRELS`` alpha is chosen by nDCG@10 on those qrels (use training topics) from ``--alphas``; with
+``--folds K`` too, by K-fold cross-validation over the judged queries (each fold fused with the alpha best on the
+others), the way to tune on test topics without reporting a tuned-on-test number. ``--normalization`` maps each
+run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid ``--normalization``.
 rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, scored as ``pyserini.fusion`` scores it.
 ``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
@@ -19,11 +22,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from ance_ir.cli import ArgumentParser, check_output, hidden_alias, non_negative_int, positive_int, run_cli, unit_float
-from ance_ir.data import read_run_table, write_run_table
+from ance_ir.data import RunTable, read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
-from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, sweep_alpha
+from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, cross_validated_interpolation, sweep_alpha
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
     parser.add_argument("--tune", metavar="QRELS", help="choose alpha by nDCG@10 on these qrels (training topics)")
     parser.add_argument("--alphas", type=unit_float, nargs="+", default=list(DEFAULT_ALPHAS), help="alphas to try")
+    parser.add_argument("--folds", type=positive_int,
+                        help="with --tune: choose alpha by this many folds of cross-validation over the judged queries")
+    parser.add_argument("--normalization", action="store_true",
+                        help="interpolation: min-max normalise each run's scores per query before weighting them")
     parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=non_negative_int, default=60,
                         help="RRF constant k in 1 / (k + rank)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits written per query (default 1000)")
@@ -45,21 +52,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     depth = args.depth or max(args.hits, 1000)
     check_output(args.output)
+    if args.folds is not None and not args.tune:
+        raise ValueError("--folds needs --tune QRELS")
 
     with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
         runs = list(pool.map(read_run_table, args.runs))
     if args.method == "interpolation":
         if len(runs) != 2:
             raise ValueError(f"interpolation needs exactly two runs, got {len(runs)}")
-        alpha = args.alpha
-        if args.tune:
-            sweep = sweep_alpha(runs[0].to_run(), runs[1].to_run(), resolve_qrels(args.tune), tuple(args.alphas),
-                                depth=depth)
-            for a, value in sweep:
-                print(f"alpha {a:<6g} ndcg@10 {value:.4f}")
-            alpha = best_alpha(sweep)
-            print(f"best alpha {alpha:g}")
-        fused = interpolate_tables(runs[0], runs[1], alpha, 1 - alpha, depth=depth, k=args.hits)
+        first, second, alpha = runs[0], runs[1], args.alpha
+        if args.folds:
+            run, alphas = cross_validated_interpolation(first.to_run(), second.to_run(), resolve_qrels(args.tune),
+                                                        args.folds, tuple(args.alphas), depth, args.hits,
+                                                        args.normalization)
+            print(f"alpha of each of the {args.folds} folds: {' '.join(f'{a:g}' for a in alphas)}")
+            fused = RunTable.from_run(run)
+        else:
+            if args.tune:
+                sweep = sweep_alpha(first.to_run(), second.to_run(), resolve_qrels(args.tune), tuple(args.alphas),
+                                    depth=depth, normalize=args.normalization)
+                for a, value in sweep:
+                    print(f"alpha {a:<6g} ndcg@10 {value:.4f}")
+                alpha = best_alpha(sweep)
+                print(f"best alpha {alpha:g}")
+            fused = interpolate_tables(first, second, alpha, 1 - alpha, depth=depth, k=args.hits,
+                                       normalize=args.normalization)
     else:
         if len(runs) < 2:
             raise ValueError("rrf needs at least two runs")

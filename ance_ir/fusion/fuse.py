@@ -23,10 +23,10 @@ ALPHA_MEANING = "fused score = alpha * first (sparse) run + (1 - alpha) * second
 
 
 def interpolate(first: Run, second: Run, weight_first: float, weight_second: float,
-                depth: int | None = 1000, k: int | None = 1000) -> Run:
+                depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> Run:
     """:func:`interpolate_tables` on dictionaries; a query without hits in either run keeps an empty list."""
     fused = interpolate_tables(RunTable.from_run(first), RunTable.from_run(second), weight_first, weight_second,
-                               depth, k).to_run()
+                               depth, k, normalize).to_run()
     return {qid: fused.get(qid, []) for qid in dict.fromkeys([*first, *second])}
 
 
@@ -38,22 +38,28 @@ def reciprocal_rank_fusion(runs: list[Run], rrf_k: int = 60, depth: int | None =
 
 
 def interpolate_tables(first: RunTable, second: RunTable, weight_first: float, weight_second: float,
-                       depth: int | None = 1000, k: int | None = 1000) -> RunTable:
+                       depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> RunTable:
     """``weight_first * s1 + weight_second * s2`` over the union of each query's top-``depth`` documents.
 
     A document absent from one list gets that list's minimum score for the query (0 if the query has no hits
-    there). Output is sorted by fused score, ties by docid, and cut to ``k``; queries in order of first appearance.
+    there). ``normalize``: each list's scores first mapped to [0, 1] per query, ``(s - min) / (max - min)``, which
+    ranks as Pyserini's hybrid ``--normalization`` does (it centres on the midrange: a shift per query). Output is
+    sorted by fused score, ties by docid, and cut to ``k``; queries in order of first appearance.
     """
     heads = [first.head(depth), second.head(depth)]
     pairs = _Pairs(heads)
     sides = []
     for head, rows in zip(heads, pairs.rows, strict=True):
-        fill = np.zeros(pairs.queries)  # a query the run lacks fills with 0
+        fill, span = np.zeros(pairs.queries), np.ones(pairs.queries)  # a query the run lacks fills with 0
         starts = head.starts()
         if len(head):
-            fill[pairs.query[rows[starts[:-1]]]] = np.minimum.reduceat(head.scores, starts[:-1])
+            listed = pairs.query[rows[starts[:-1]]]
+            fill[listed] = np.minimum.reduceat(head.scores, starts[:-1])
+            span[listed] = np.maximum.reduceat(head.scores, starts[:-1]) - fill[listed]
         side = fill[pairs.query]
         side[rows] = head.scores
+        if normalize:
+            side = (side - fill[pairs.query]) / np.where(span > 0, span, 1.0)[pairs.query]
         sides.append(side)
     return pairs.ranked(weight_first * sides[0] + weight_second * sides[1], k)
 
