@@ -216,6 +216,8 @@ def test_cross_validation_tunes_each_fold_on_the_others():
     assert {q: [d for d, _ in r] for q, r in fused.items()} == {q: ["bad", "good"] for q in first}
     with pytest.raises(ValueError, match="at least 5 judged queries"):
         cross_validated_interpolation(first, second, qrels, folds=5)
+    with pytest.raises(ValueError, match="at least 2 folds"):  # one fold would tune on no query at all
+        cross_validated_interpolation(first, second, qrels, folds=1)
 
 
 def test_cli_cross_validation_and_its_errors(tmp_path, capsys):

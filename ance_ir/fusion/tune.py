@@ -28,6 +28,8 @@ def cross_validated_interpolation(first: Run, second: Run, qrels: Qrels, folds: 
     """Interpolate with alpha chosen by ``folds``-fold cross-validation: the judged queries of ``second``, sorted,
     are dealt into folds (query i to fold i mod ``folds``); each fold is fused with the alpha best on the others'
     qrels. Returns the fused run of those queries and each fold's alpha."""
+    if folds < 2:
+        raise ValueError(f"cross-validation needs at least 2 folds, got {folds}")
     qids = sorted(qrels.keys() & second.keys())
     if len(qids) < folds:
         raise ValueError(f"{folds}-fold cross-validation needs at least {folds} judged queries, got {len(qids)}")
