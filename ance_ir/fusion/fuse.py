@@ -55,7 +55,8 @@ def interpolate_tables(first: RunTable, second: RunTable, weight_first: float, w
         if len(head):
             listed = pairs.query[rows[starts[:-1]]]
             fill[listed] = np.minimum.reduceat(head.scores, starts[:-1])
-            span[listed] = np.maximum.reduceat(head.scores, starts[:-1]) - fill[listed]
+            if normalize:
+                span[listed] = np.maximum.reduceat(head.scores, starts[:-1]) - fill[listed]
         side = fill[pairs.query]
         side[rows] = head.scores
         if normalize:
