@@ -33,16 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
     parser.add_argument("--method", choices=["interpolation", "rrf"], default="rrf", help="how runs are fused")
-    parser.add_argument("--alpha", type=unit_float, default=0.5,
+    parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
     parser.add_argument("--tune", metavar="QRELS", help="choose alpha by nDCG@10 on these qrels (training topics)")
-    parser.add_argument("--alphas", type=unit_float, nargs="+", default=list(DEFAULT_ALPHAS), help="alphas to try")
+    parser.add_argument("--alphas", type=unit_float, nargs="+",
+                        help=f"with --tune: alphas to try (default {' '.join(f'{a:g}' for a in DEFAULT_ALPHAS)})")
     parser.add_argument("--folds", type=positive_int,
                         help="with --tune: choose alpha by this many folds of cross-validation over the judged queries")
     parser.add_argument("--normalization", action="store_true",
                         help="interpolation: min-max normalise each run's scores per query before weighting them")
-    parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=non_negative_int, default=60,
-                        help="RRF constant k in 1 / (k + rank)")
+    parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=non_negative_int,
+                        help="rrf: the constant k in 1 / (k + rank) (default 60)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits written per query (default 1000)")
     hidden_alias(parser, "--k", dest="hits", type=positive_int)  # the old spelling (Pyserini's fusion CLI's)
     # hits read from each run per query; default max(--hits, 1000). Not documented: --hits is the one depth.
@@ -52,24 +53,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     depth = args.depth or max(args.hits, 1000)
     check_output(args.output)
-    if args.folds is not None and not args.tune:
-        raise ValueError("--folds needs --tune QRELS")
+    _check_method_settings(args)
 
     with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
         runs = list(pool.map(read_run_table, args.runs))
     if args.method == "interpolation":
         if len(runs) != 2:
             raise ValueError(f"interpolation needs exactly two runs, got {len(runs)}")
-        first, second, alpha = runs[0], runs[1], args.alpha
+        first, second, alpha = runs[0], runs[1], 0.5 if args.alpha is None else args.alpha
+        alphas = tuple(args.alphas or DEFAULT_ALPHAS)
         if args.folds:
-            run, alphas = cross_validated_interpolation(first.to_run(), second.to_run(), resolve_qrels(args.tune),
-                                                        args.folds, tuple(args.alphas), depth, args.hits,
+            run, chosen = cross_validated_interpolation(first.to_run(), second.to_run(), resolve_qrels(args.tune),
+                                                        args.folds, alphas, depth, args.hits,
                                                         args.normalization)
-            print(f"alpha of each of the {args.folds} folds: {' '.join(f'{a:g}' for a in alphas)}")
+            print(f"alpha of each of the {args.folds} folds: {' '.join(f'{a:g}' for a in chosen)}")
             fused = RunTable.from_run(run)
         else:
             if args.tune:
-                sweep = sweep_alpha(first.to_run(), second.to_run(), resolve_qrels(args.tune), tuple(args.alphas),
+                sweep = sweep_alpha(first.to_run(), second.to_run(), resolve_qrels(args.tune), alphas,
                                     depth=depth, normalize=args.normalization)
                 for a, value in sweep:
                     print(f"alpha {a:<6g} ndcg@10 {value:.4f}")
@@ -80,10 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if len(runs) < 2:
             raise ValueError("rrf needs at least two runs")
-        fused = reciprocal_rank_fusion_tables(runs, rrf_k=args.rrf_k, depth=depth, k=args.hits)
+        rrf_k = 60 if args.rrf_k is None else args.rrf_k
+        fused = reciprocal_rank_fusion_tables(runs, rrf_k=rrf_k, depth=depth, k=args.hits)
     write_run_table(fused, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {fused.queries()} queries", file=sys.stderr)
     return 0
+
+
+def _check_method_settings(args: argparse.Namespace) -> None:
+    """Refuse a flag the chosen method would ignore (``--alpha`` with the default ``rrf``, say), and ``--alpha``
+    or ``--folds`` that do not fit with ``--tune``."""
+    interpolation_only = {"--alpha": args.alpha, "--tune": args.tune, "--alphas": args.alphas, "--folds": args.folds,
+                          "--normalization": args.normalization or None}
+    given = [flag for flag, value in interpolation_only.items() if value is not None]
+    if args.method == "rrf" and given:
+        raise ValueError(f"{given[0]} is a setting of --method interpolation, not of rrf (the default method)")
+    if args.method == "interpolation" and args.rrf_k is not None:
+        raise ValueError("--rrf-k is a setting of --method rrf, not of interpolation")
+    if args.alpha is not None and args.tune:
+        raise ValueError("--alpha and --tune both set the weight: give one")
+    if (args.folds is not None or args.alphas is not None) and not args.tune:
+        raise ValueError(f"{'--folds' if args.folds is not None else '--alphas'} needs --tune QRELS")
 
 
 if __name__ == "__main__":

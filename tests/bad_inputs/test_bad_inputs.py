@@ -201,6 +201,12 @@ CASES = {
                                "rrf needs at least two runs"),
     "fusion-output-is-a-folder": Case("fusion", FUSION.replace("{T}/fused.trec", "{T}/out"), "{T}/out",
                                       "is a folder", {"out": None}),
+    "fusion-alpha-with-rrf": Case("fusion", FUSION + " --alpha 0.3", "",
+                                  "--alpha is a setting of --method interpolation, not of rrf"),
+    "fusion-rrf-k-with-interpolation": Case("fusion", FUSION + " --method interpolation --rrf-k 10", "",
+                                            "--rrf-k is a setting of --method rrf"),
+    "fusion-alpha-and-tune": Case("fusion", FUSION + " --method interpolation --alpha 0.3 --tune {W}/qrels.txt", "",
+                                  "--alpha and --tune both set the weight"),
     "fusion-tune-bad-qrels": Case("fusion", FUSION + " --method interpolation --tune {F}/qrels_duplicate.txt",
                                   "{F}/qrels_duplicate.txt:2", "duplicate judgment"),
     # eval
