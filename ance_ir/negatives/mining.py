@@ -196,12 +196,16 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
 
     groups = []
     for qid, query in queries.items():
-        scores: dict[str, float] = {}
-        for docid, score in ranking.get(qid, []):
-            scores.setdefault(docid, float(score))
-        grades = qrels[qid] if grade_scores else None  # then the judgments score every passage, not the source
-        negatives = tuple(passage(d, s if grades is None else float(grades.get(d, 0))) for d, s in mined[qid])
-        kept = tuple(passage(d, scores.get(d) if grades is None else float(grades[d])) for d in positives[qid])
+        if grade_scores:  # the judgments score every passage, not the source
+            grades = qrels[qid]
+            negatives = tuple(passage(d, float(grades.get(d, 0))) for d, _ in mined[qid])
+            kept = tuple(passage(d, float(grades[d])) for d in positives[qid])
+        else:
+            scores: dict[str, float] = {}
+            for docid, score in ranking.get(qid, []):
+                scores.setdefault(docid, float(score))
+            negatives = tuple(passage(d, s) for d, s in mined[qid])
+            kept = tuple(passage(d, scores.get(d)) for d in positives[qid])
         groups.append(TrainingGroup(qid, query, kept, negatives))
         report.negatives += len(negatives)
         report.short += len(negatives) < depth
