@@ -29,10 +29,9 @@ def fuse_with_bm25(family: str, row: str, seed: int) -> list[float]:
     """Interpolate the dense test run with BM25, alpha chosen by 5-fold cross-validation on the test topics
     (a trained model's train-topic runs would overrate it); write the fused run; return the folds' alphas."""
     bm25, dense = read_run(ROOT / BM25_RUNS["test"]), read_run(run_file(family, row, seed, "test"))
-    fused, alphas = cross_validated_interpolation(bm25, dense, resolve_qrels("rag24-mini-test"), FOLDS, depth=DEPTH,
-                                                  k=DEPTH)
-    write_run(fused, run_file(family, f"hybrid-{row}", seed, "test"), tag=f"{family}-hybrid-{row}")
-    return alphas
+    tuned = cross_validated_interpolation(bm25, dense, resolve_qrels("rag24-mini-test"), FOLDS, depth=DEPTH, k=DEPTH)
+    write_run(tuned.run, run_file(family, f"hybrid-{row}", seed, "test"), tag=f"{family}-hybrid-{row}")
+    return tuned.fold_alphas
 
 
 def cell(values: list[float], digits: int = 3) -> str:

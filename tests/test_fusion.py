@@ -211,9 +211,20 @@ def test_cross_validation_tunes_each_fold_on_the_others():
     first = {q: right if q in ("q0", "q2") else wrong for q in ("q0", "q1", "q2", "q3")}
     second = {q: wrong if q in ("q0", "q2") else right for q in first}
     qrels = {q: {"good": 1} for q in first}
-    fused, alphas = cross_validated_interpolation(first, second, qrels, folds=2, alphas=(0.0, 1.0))
+    fused, alphas, unjudged_alpha = cross_validated_interpolation(first, second, qrels, folds=2, alphas=(0.0, 1.0))
     assert alphas == [0.0, 1.0]  # fold {q0, q2} tuned on {q1, q3}, where the second run (alpha 0) is right
     assert {q: [d for d, _ in r] for q, r in fused.items()} == {q: ["bad", "good"] for q in first}
+    assert unjudged_alpha is None
+    # a query without judgments is fused with the alpha best on all judged queries, a judged query only the first
+    # run has takes part in the folds, and the run keeps the runs' query order
+    tuned = cross_validated_interpolation({"u": [("y", 2.0), ("x", 1.0)], "q4": right, "q5": right, **first},
+                                          {**second, "q5": wrong, "u": [("x", 2.0), ("y", 1.0)]},
+                                          {**qrels, "q4": {"good": 1}, "q5": {"good": 1}}, folds=2, alphas=(0.0, 1.0))
+    assert list(tuned.run) == ["u", "q4", "q5", "q0", "q1", "q2", "q3"]
+    # folds {q0, q2, q4} (tuned on q1, q3, q5: 0 right on two) and {q1, q3, q5} (tuned on q0, q2, q4: 1 on three);
+    # over all six, alpha 1 is right on four (q4 is right either way)
+    assert tuned.fold_alphas == [0.0, 1.0] and tuned.unjudged_alpha == 1.0
+    assert [d for d, _ in tuned.run["u"]] == ["y", "x"] and [d for d, _ in tuned.run["q5"]] == ["good", "bad"]
     with pytest.raises(ValueError, match="at least 5 judged queries"):
         cross_validated_interpolation(first, second, qrels, folds=5)
     with pytest.raises(ValueError, match="at least 2 folds"):  # one fold would tune on no query at all
@@ -232,7 +243,7 @@ def test_cli_cross_validation_and_its_errors(tmp_path, capsys):
     runs = ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "--method", "interpolation"]
     assert main([*runs, "--tune", str(tmp_path / "qrels"), "--folds", "2", "--normalization", "--hits", "9",
                  "--output", str(tmp_path / "cv.trec")]) == 0
-    expected, alphas = cross_validated_interpolation(a, b, qrels, 2, depth=1000, k=9, normalize=True)
+    expected, alphas, _ = cross_validated_interpolation(a, b, qrels, 2, depth=1000, k=9, normalize=True)
     assert f"alpha of each of the 2 folds: {alphas[0]:g} {alphas[1]:g}" in capsys.readouterr().out
     assert {q: [d for d, _ in r] for q, r in read_run(tmp_path / "cv.trec").items()} == \
         {q: [d for d, _ in r] for q, r in expected.items()}

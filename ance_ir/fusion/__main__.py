@@ -1,12 +1,13 @@
 """``python -m ance_ir.fusion --runs A B --method interpolation|rrf --output R``.
 
 interpolation: ``alpha * A + (1 - alpha) * B``, the meaning ``--alpha`` has in every ance-ir CLI: like
-Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first. A document missing
-from one run takes that run's lowest score for the query (Pyserini's hybrid convention).
-With ``--tune QRELS`` alpha is chosen by nDCG@10 on those qrels (use training topics) from ``--alphas``; with
-``--folds K`` too, by K-fold cross-validation over the judged queries (each fold fused with the alpha best on the
-others), the way to tune on test topics without reporting a tuned-on-test number. ``--normalization`` maps each
-run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid ``--normalization``.
+Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first (Pyserini scores
+``alpha * sparse + dense``: its alpha a ranks as a / (1 + a) here). A document missing from one run takes that
+run's lowest score for the query (Pyserini's hybrid convention). With ``--tune QRELS`` alpha is chosen by nDCG@10
+on those qrels (use training topics) from ``--alphas``; with ``--folds K`` too, by K-fold cross-validation over the
+judged queries (each fold fused with the alpha best on the others; a query without judgments with the alpha best
+on all of them), the way to tune on test topics without reporting a tuned-on-test number. ``--normalization``
+maps each run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid ``--normalization``.
 rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, scored as ``pyserini.fusion`` scores it.
 ``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
@@ -21,8 +22,10 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow.compute as pc
+
 from ance_ir.cli import ArgumentParser, check_output, hidden_alias, non_negative_int, positive_int, run_cli, unit_float
-from ance_ir.data import RunTable, read_run_table, write_run_table
+from ance_ir.data import InputError, RunTable, read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
@@ -58,19 +61,21 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
         runs = list(pool.map(read_run_table, args.runs))
     if args.method == "interpolation":
-        if len(runs) != 2:
-            raise ValueError(f"interpolation needs exactly two runs, got {len(runs)}")
         first, second, alpha = runs[0], runs[1], 0.5 if args.alpha is None else args.alpha
         alphas = tuple(args.alphas or DEFAULT_ALPHAS)
+        qrels = resolve_qrels(args.tune) if args.tune else {}
+        if args.tune and not any(qrels.get(q) for run in (first, second) for q in pc.unique(run.qids).to_pylist()):
+            raise InputError(args.tune, f"judges no query of {args.runs[0]} or {args.runs[1]}: nothing to tune on")
         if args.folds:
-            run, chosen = cross_validated_interpolation(first.to_run(), second.to_run(), resolve_qrels(args.tune),
-                                                        args.folds, alphas, depth, args.hits,
-                                                        args.normalization)
-            print(f"alpha of each of the {args.folds} folds: {' '.join(f'{a:g}' for a in chosen)}")
-            fused = RunTable.from_run(run)
+            tuned = cross_validated_interpolation(first.to_run(), second.to_run(), qrels,
+                                                  args.folds, alphas, depth, args.hits, args.normalization)
+            print(f"alpha of each of the {args.folds} folds: {' '.join(f'{a:g}' for a in tuned.fold_alphas)}")
+            if tuned.unjudged_alpha is not None:
+                print(f"alpha of the queries without judgments: {tuned.unjudged_alpha:g} (best on all judged)")
+            fused = RunTable.from_run(tuned.run)
         else:
             if args.tune:
-                sweep = sweep_alpha(first.to_run(), second.to_run(), resolve_qrels(args.tune), alphas,
+                sweep = sweep_alpha(first.to_run(), second.to_run(), qrels, alphas,
                                     depth=depth, normalize=args.normalization)
                 for a, value in sweep:
                     print(f"alpha {a:<6g} ndcg@10 {value:.4f}")
@@ -79,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
             fused = interpolate_tables(first, second, alpha, 1 - alpha, depth=depth, k=args.hits,
                                        normalize=args.normalization)
     else:
-        if len(runs) < 2:
-            raise ValueError("rrf needs at least two runs")
         rrf_k = 60 if args.rrf_k is None else args.rrf_k
         fused = reciprocal_rank_fusion_tables(runs, rrf_k=rrf_k, depth=depth, k=args.hits)
     write_run_table(fused, args.output, tag=args.run_tag)
@@ -89,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_method_settings(args: argparse.Namespace) -> None:
-    """Refuse a flag the chosen method would ignore (``--alpha`` with the default ``rrf``, say), and ``--alpha``
-    or ``--folds`` that do not fit with ``--tune``."""
+    """Refuse, before any run is read, a number of runs the method cannot fuse, a flag it would ignore (``--alpha``
+    with the default ``rrf``, say), and ``--alpha``, ``--alphas`` or ``--folds`` that do not fit with ``--tune``."""
+    if args.method == "interpolation" and len(args.runs) != 2:
+        raise ValueError(f"interpolation needs exactly two runs, got {len(args.runs)}")
+    if args.method == "rrf" and len(args.runs) < 2:
+        raise ValueError("rrf needs at least two runs")
     interpolation_only = {"--alpha": args.alpha, "--tune": args.tune, "--alphas": args.alphas, "--folds": args.folds,
                           "--normalization": args.normalization or None}
     given = [flag for flag, value in interpolation_only.items() if value is not None]

@@ -207,6 +207,8 @@ CASES = {
                                             "--rrf-k is a setting of --method rrf"),
     "fusion-alpha-and-tune": Case("fusion", FUSION + " --method interpolation --alpha 0.3 --tune {W}/qrels.txt", "",
                                   "--alpha and --tune both set the weight"),
+    "fusion-tune-qrels-of-other-queries": Case("fusion", FUSION + " --method interpolation --tune {T}/q.txt",
+                                               "{T}/q.txt", "judges no query of", {"q.txt": "nobody 0 d1 1\n"}),
     "fusion-tune-bad-qrels": Case("fusion", FUSION + " --method interpolation --tune {F}/qrels_duplicate.txt",
                                   "{F}/qrels_duplicate.txt:2", "duplicate judgment"),
     # eval
