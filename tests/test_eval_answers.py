@@ -173,7 +173,9 @@ def test_cli_answers_errors(qa):
     assert result.stderr == f"error: {tmp / 'broken.tsv'}:2: query id 'q1' repeated (first on line 1)\n"
     for argv in (["--answers", str(tmp / "answers.jsonl"), "--run", str(tmp / "run.trec")],
                  ["--answers", str(tmp / "answers.jsonl"), "--corpus", "c", "--run", "r", "--metrics", "map"],
-                 ["--qrels", "q", "--run", "r", "--k", "5"]):
+                 ["--answers", str(tmp / "answers.jsonl"), "--corpus", "c", "--run", "r", "--relevance-level", "2"],
+                 ["--qrels", "q", "--run", "r", "--k", "5"],
+                 ["--qrels", "q", "--run", "r", "--seed", "3"]):  # a setting of comparing runs, with one run
         result = cli(*argv)
         assert result.returncode == 2 and result.stderr.startswith("error: ")
         assert result.stderr.endswith("(see python -m ance_ir.eval --help)\n") and result.stderr.count("\n") == 1

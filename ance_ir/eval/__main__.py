@@ -50,6 +50,9 @@ from ance_ir.eval import (
 )
 from ance_ir.eval.significance import CORRECTIONS
 
+# flags whose default is applied after parsing, so that giving one where it does not apply can be refused
+_DEFAULTS = {"relevance_level": 1, "permutations": 10000, "seed": 0, "correction": "holm", "alpha_level": 0.05}
+
 
 def _parser() -> ArgumentParser:
     parser = ArgumentParser(prog="python -m ance_ir.eval", description=__doc__)
@@ -58,7 +61,7 @@ def _parser() -> ArgumentParser:
                         help="TREC run file; several (--run A --run B, or --run A B) compare each with the first")
     parser.add_argument("--metrics", nargs="+",
                         help=f"measures, any spelling above (default: {' '.join(DEFAULT_METRICS)})")
-    parser.add_argument("--relevance-level", type=positive_int, default=1,
+    parser.add_argument("--relevance-level", type=positive_int,
                         help="lowest grade counted relevant by recall/MAP/MRR (trec_eval -l), default 1")
     parser.add_argument("--complete", action="store_true",
                         help="one run: average over every query of the qrels, a query missing from the run "
@@ -69,13 +72,13 @@ def _parser() -> ArgumentParser:
     qa.add_argument("--k", nargs="+", type=positive_int, help="depths of accuracy@k (default 1 5 20 100)")
     qa.add_argument("--match", choices=("dpr", "kilt"), help="how answers match passage text (default dpr)")
     tests = parser.add_argument_group("comparing runs")
-    tests.add_argument("--permutations", type=positive_int, default=10000,
+    tests.add_argument("--permutations", type=positive_int,
                        help="sign flips of the randomisation test (default 10000)")
-    tests.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
-    tests.add_argument("--correction", choices=CORRECTIONS, default="holm",
+    tests.add_argument("--seed", type=int, help="seed of the randomisation test (default 0)")
+    tests.add_argument("--correction", choices=CORRECTIONS,
                        help="multiple-comparison correction across the runs compared with the first (default holm, "
                             "Holm-Bonferroni)")
-    tests.add_argument("--alpha-level", type=unit_float, default=0.05,
+    tests.add_argument("--alpha-level", type=unit_float,
                        help="significance level marked with a dagger (default 0.05)")
     parser.add_argument("--per-query", action="store_true", help="also print each query's values")
     parser.add_argument("--json", action="store_true",
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.answers is not None:
         if args.corpus is None:
             parser.error("--answers needs --corpus (the passages the runs retrieved)")
-        for flag, value in (("--metrics", args.metrics), ("--complete", args.complete)):
+        for flag, value in (("--metrics", args.metrics), ("--complete", args.complete),
+                            ("--relevance-level", args.relevance_level)):
             if value:
                 parser.error(f"{flag} goes with --qrels; with --answers the measures are accuracy@k (--k)")
     else:
@@ -181,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None:
                 parser.error(f"{flag} goes with --answers")
         parse_measures(args.metrics or DEFAULT_METRICS)  # a bad name fails before any file is read
+    comparing = {"--permutations": args.permutations, "--seed": args.seed, "--correction": args.correction,
+                 "--alpha-level": args.alpha_level}
+    if len(args.run) == 1 and (given := [flag for flag, value in comparing.items() if value is not None]):
+        parser.error(f"{given[0]} is a setting of comparing runs; give two runs or more")
+    for name, default in _DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
     runs = [read_run(path) for path in args.run]
     if args.qrels is not None:

@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, help="cross-encoder, poly-encoder or colbert model: model dir, "
                                                        "training run folder or HF id")
     parser.add_argument("--output", required=True, help="TREC run file to write (with --groups: a groups file)")
-    parser.add_argument("--depth", type=int, default=100,
+    parser.add_argument("--depth", type=int,
                         help="rerank each query's top N hits; the hits below keep their first-stage order "
                              "beneath them (default 100)")
-    parser.add_argument("--hits", type=int, default=1000, help="hits written per query (default 1000)")
+    parser.add_argument("--hits", type=int, help="hits written per query (default 1000)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="pairs per forward pass (default 32)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
                         help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, "
@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
     args = parser.parse_args(argv)
+    run_only = {"--topics": args.topics, "--qrels": args.qrels, "--depth": args.depth, "--hits": args.hits,
+                "--run-tag": args.run_tag}
+    if args.groups and (given := [flag for flag, value in run_only.items() if value is not None]):
+        raise ValueError(f"{given[0]} is a setting of --run, not of --groups (every passage of a group is scored)")
+    args.depth = 100 if args.depth is None else args.depth
+    args.hits = 1000 if args.hits is None else args.hits
     for flag, value in (("--depth", args.depth), ("--hits", args.hits)):
         if value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}")

@@ -57,7 +57,9 @@ def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path)
 
 def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder | ColBERT, depth: int,
            batch_size: int = 32, precision: str | None = None, show_progress: bool = False) -> Run:
-    """``run`` with each query's top ``depth`` hits reordered by ``model`` (ties keep the first-stage order).
+    """``run`` with each query's top ``depth`` hits reordered by ``model``; tied scores (mostly passages of identical
+    text) keep the first-stage order in the run, and trec_eval and pytrec_eval, which break score ties by docid,
+    may score them in another.
 
     All pairs are scored in one :meth:`~CrossEncoder.score_pairs` call (length-sorted batches across queries).
     The hits below ``depth`` follow in their first-stage order with scores ``lowest - 1``, ``lowest - 2``, ...

@@ -287,6 +287,9 @@ CASES = {
     "rerank-bad-groups": Case("rerank", "--groups {F}/groups_no_negatives.jsonl --corpus {W}/corpus.jsonl "
                                         "--model {W}/ce --output {T}/g.jsonl", "{F}/groups_no_negatives.jsonl:1",
                               '"negative_passages"'),
+    "rerank-groups-with-depth": Case("rerank", "--groups {F}/groups_no_negatives.jsonl --corpus {W}/corpus.jsonl "
+                                     "--model {W}/ce --depth 10 --output {T}/g.jsonl", "",
+                                     "--depth is a setting of --run, not of --groups"),
     "rerank-output-is-a-folder": Case("rerank", RERANK.replace("{T}/ce.trec", "{T}/out"), "{T}/out", "is a folder",
                                       {"out": None}),
     # expand
