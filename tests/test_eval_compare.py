@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from ance_ir.data import write_qrels, write_run
 from ance_ir.eval import evaluate, evaluate_per_query
 from ance_ir.eval.__main__ import main as eval_main
-from ance_ir.eval.significance import holm, paired_t_test, permutation_test
+from ance_ir.eval.significance import compare_to_baseline, holm, paired_t_test, permutation_test
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +119,11 @@ def test_comparison_errors_and_warning(runs, tmp_path):
     assert result.stderr == (f"warning: {tmp_path / 'other-corpus.trec'}: none of the retrieved documents is judged "
                              f"in {qrels_path} (different corpora?)\n")
     assert result.stdout.startswith("2 runs on 30 queries")
+
+
+def test_difference_is_the_difference_of_the_summaries():
+    # gm_* per-query values are logarithms (trec_eval's geometric mean), num_* summarise as sums
+    baseline = {"gm_map": [math.log(0.5), math.log(0.5)], "num_rel_ret": [2.0, 2.0], "map": [0.5, 0.5]}
+    run = {"gm_map": [math.log(0.1), math.log(0.9)], "num_rel_ret": [1.0, 5.0], "map": [0.1, 0.9]}
+    diff = {c.measure: c.difference for c in compare_to_baseline([baseline, run], permutations=4)}
+    assert diff == pytest.approx({"gm_map": 0.3 - 0.5, "num_rel_ret": 2.0, "map": 0.0})

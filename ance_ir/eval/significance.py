@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ance_ir.eval.metrics import aggregate
+
 CORRECTIONS = ("holm", "bonferroni", "none")
 CORRECTION_NAMES = {"holm": "Holm-Bonferroni", "bonferroni": "Bonferroni", "none": "no"}
 
@@ -126,7 +128,7 @@ class Comparison:
 
     run: int  # index of the run (the baseline is 0)
     measure: str
-    difference: float  # mean of the per-query differences run - baseline
+    difference: float  # the run's summary minus the baseline's (the mean difference, but for gm_* and num_*)
     better: int  # queries where the run scores higher than the baseline
     worse: int
     t_p: float
@@ -152,6 +154,7 @@ def compare_to_baseline(scores: Sequence[dict[str, Sequence[float]]], permutatio
         for r, (tp, tc, pp, pc) in enumerate(zip(t, correct(t, correction), perm, correct(perm, correction),
                                                  strict=True), start=1):
             d = _differences(scores[r][measure], baseline)
-            out.append(Comparison(r, measure, float(d.mean()) if d.size else math.nan, int((d > 0).sum()),
-                                  int((d < 0).sum()), tp, tc, pp, pc))
+            # as the means are summarised: trec_eval's geometric mean for gm_* (per-query logarithms), sum for num_*
+            difference = aggregate(measure, scores[r][measure]) - aggregate(measure, baseline) if d.size else math.nan
+            out.append(Comparison(r, measure, difference, int((d > 0).sum()), int((d < 0).sum()), tp, tc, pp, pc))
     return out
