@@ -61,6 +61,16 @@ def test_permutation_is_exact_on_tiny_examples():
         assert permutation_test(d, [0.0] * n, permutations=10000) == pytest.approx(_enumerated_p(d), abs=1e-12)
 
 
+def test_exact_permutation_counts_every_block_of_patterns():
+    # 2^19 patterns enumerated in blocks of 2^22 // 19: the all-minus pattern is in the last block, and the
+    # patterns with one sign flipped reach pattern 2^18, past the first block
+    n = 19
+    assert exact_permutation(n, 2**n)
+    assert permutation_test([1.0] * n, [0.0] * n, permutations=2**n) == 2 / 2**n  # only all-plus and all-minus
+    # one difference of -1: |sum| >= 17 with 0 or 1 of the other signs flipped, or all or all but one
+    assert permutation_test([1.0] * (n - 1) + [0.0], [0.0] * (n - 1) + [1.0], permutations=2**n) == 40 / 2**n
+
+
 def test_sampled_permutation_is_near_the_exact_value_and_seeded():
     rng = random.Random(17)
     d = [round(rng.gauss(0.05, 0.2), 4) for _ in range(14)]  # 16384 patterns > 10000: sampled

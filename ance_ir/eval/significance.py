@@ -50,9 +50,9 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
         return float(ttest_rel(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)).pvalue)
 
 
-def _sign_patterns(n: int) -> np.ndarray:
-    """All ``2**n`` sign vectors as rows of +-1."""
-    bits = (np.arange(2**n, dtype=np.int64)[:, None] >> np.arange(n, dtype=np.int64)) & 1
+def _sign_patterns(n: int, start: int, stop: int) -> np.ndarray:
+    """Sign vectors ``start`` to ``stop - 1`` of all ``2**n`` as rows of +-1 (row i is -1 where i has a bit set)."""
+    bits = (np.arange(start, stop, dtype=np.int64)[:, None] >> np.arange(n, dtype=np.int64)) & 1
     return 1.0 - 2.0 * bits
 
 
@@ -76,11 +76,13 @@ def permutation_test(a: Sequence[float], b: Sequence[float], permutations: int =
         return math.nan
     observed = abs(math.fsum(d))
     tolerance = 1e-9 * max(1.0, float(np.abs(d).sum()))
+    chunk = max(1, (1 << 22) // n)  # sign patterns per block: memory stays a few blocks of 2**22 values
     if exact_permutation(n, permutations):
-        hits = int(np.count_nonzero(np.abs(_sign_patterns(n) @ d) >= observed - tolerance))
+        hits = sum(int(np.count_nonzero(np.abs(_sign_patterns(n, start, min(start + chunk, 2**n)) @ d)
+                                        >= observed - tolerance))
+                   for start in range(0, 2**n, chunk))
         return hits / 2**n
     rng = np.random.default_rng(seed)
-    chunk = max(1, (1 << 22) // n)
     hits, done = 0, 0
     while done < permutations:
         rows = min(chunk, permutations - done)
