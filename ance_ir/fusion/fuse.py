@@ -69,7 +69,8 @@ def reciprocal_rank_fusion_tables(runs: list[RunTable], rrf_k: int = 60, depth: 
                                   k: int | None = 1000) -> RunTable:
     """Reciprocal rank fusion (Cormack et al., 2009) as Pyserini's ``pyserini.fusion.reciprocal_rank_fusion``
     computes it (``tests/test_fusion.py`` checks the two agree): each document scores ``sum 1 / (rrf_k + rank)``
-    over the runs' top-``depth`` lists, added run by run; ties ordered by docid, cut to ``k``."""
+    over the runs' top-``depth`` lists, added run by run; ties ordered by docid, cut to ``k``. A rank is the hit's
+    place by score (Pyserini reads the file's rank column: the same for a run written in score order)."""
     heads = [run.head(depth) for run in runs]
     pairs = _Pairs(heads)
     scores = np.zeros(pairs.count)
