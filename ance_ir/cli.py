@@ -116,6 +116,19 @@ def hidden_alias(parser: argparse.ArgumentParser, *option_strings: str, dest: st
     parser.add_argument(*option_strings, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
 
 
+def given_flags(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
+    """Those of ``flags`` (option: dest) given on the command line: options that default to None (or False), their
+    defaults filled in by :func:`fill_defaults` once a flag given where it does not apply has been refused."""
+    return [flag for flag, dest in flags.items() if getattr(args, dest) not in (None, False)]
+
+
+def fill_defaults(args: argparse.Namespace, defaults: dict[str, object]) -> None:
+    """Give each dest of ``defaults`` left unset (None) its default (see :func:`given_flags`)."""
+    for dest, value in defaults.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
+
+
 # what counts as bad input or a failed step (one ``error:`` line, exit 2) rather than a bug (exit 1); an
 # OSError is a file that cannot be read or written (permissions, a folder where a file goes, a full disk)
 CLI_ERRORS = (InputError, OSError, KeyError, ValueError, RuntimeError)

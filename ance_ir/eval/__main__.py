@@ -38,7 +38,7 @@ import argparse
 import json
 import sys
 
-from ance_ir.cli import ArgumentParser, positive_int, run_cli, unit_float
+from ance_ir.cli import ArgumentParser, fill_defaults, given_flags, positive_int, run_cli, unit_float
 from ance_ir.data import Run, read_run
 from ance_ir.eval import (
     DEFAULT_METRICS,
@@ -49,9 +49,6 @@ from ance_ir.eval import (
     parse_measures,
 )
 from ance_ir.eval.significance import CORRECTIONS
-
-# flags whose default is applied after parsing, so that giving one where it does not apply can be refused
-_DEFAULTS = {"relevance_level": 1, "permutations": 10000, "seed": 0, "correction": "holm", "alpha_level": 0.05}
 
 
 def _parser() -> ArgumentParser:
@@ -185,13 +182,12 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None:
                 parser.error(f"{flag} goes with --answers")
         parse_measures(args.metrics or DEFAULT_METRICS)  # a bad name fails before any file is read
-    comparing = {"--permutations": args.permutations, "--seed": args.seed, "--correction": args.correction,
-                 "--alpha-level": args.alpha_level}
-    if len(args.run) == 1 and (given := [flag for flag, value in comparing.items() if value is not None]):
-        parser.error(f"{given[0]} is a setting of comparing runs; give two runs or more")
-    for name, default in _DEFAULTS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
+    comparing = given_flags(args, {"--permutations": "permutations", "--seed": "seed", "--correction": "correction",
+                                   "--alpha-level": "alpha_level"})
+    if len(args.run) == 1 and comparing:
+        parser.error(f"{comparing[0]} is a setting of comparing runs; give two runs or more")
+    fill_defaults(args, {"relevance_level": 1, "permutations": 10000, "seed": 0, "correction": "holm",
+                         "alpha_level": 0.05})
 
     runs = [read_run(path) for path in args.run]
     if args.qrels is not None:

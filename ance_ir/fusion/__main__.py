@@ -24,7 +24,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.compute as pc
 
-from ance_ir.cli import ArgumentParser, check_output, hidden_alias, non_negative_int, positive_int, run_cli, unit_float
+from ance_ir.cli import (
+    ArgumentParser,
+    check_output,
+    fill_defaults,
+    given_flags,
+    hidden_alias,
+    non_negative_int,
+    positive_int,
+    run_cli,
+    unit_float,
+)
 from ance_ir.data import InputError, RunTable, read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
@@ -57,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     depth = args.depth or max(args.hits, 1000)
     check_output(args.output)
     _check_method_settings(args)
+    fill_defaults(args, {"alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})
 
     with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
         runs = list(pool.map(read_run_table, args.runs))
     if args.method == "interpolation":
-        first, second, alpha = runs[0], runs[1], 0.5 if args.alpha is None else args.alpha
-        alphas = tuple(args.alphas or DEFAULT_ALPHAS)
+        first, second, alpha, alphas = runs[0], runs[1], args.alpha, tuple(args.alphas)
         qrels = resolve_qrels(args.tune) if args.tune else {}
         if args.tune and not any(qrels.get(q) for run in (first, second) for q in pc.unique(run.qids).to_pylist()):
             raise InputError(args.tune, f"judges no query of {args.runs[0]} or {args.runs[1]}: nothing to tune on")
@@ -84,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             fused = interpolate_tables(first, second, alpha, 1 - alpha, depth=depth, k=args.hits,
                                        normalize=args.normalization)
     else:
-        rrf_k = 60 if args.rrf_k is None else args.rrf_k
-        fused = reciprocal_rank_fusion_tables(runs, rrf_k=rrf_k, depth=depth, k=args.hits)
+        fused = reciprocal_rank_fusion_tables(runs, rrf_k=args.rrf_k, depth=depth, k=args.hits)
     write_run_table(fused, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {fused.queries()} queries", file=sys.stderr)
     return 0
@@ -98,9 +107,8 @@ def _check_method_settings(args: argparse.Namespace) -> None:
         raise ValueError(f"interpolation needs exactly two runs, got {len(args.runs)}")
     if args.method == "rrf" and len(args.runs) < 2:
         raise ValueError("rrf needs at least two runs")
-    interpolation_only = {"--alpha": args.alpha, "--tune": args.tune, "--alphas": args.alphas, "--folds": args.folds,
-                          "--normalization": args.normalization or None}
-    given = [flag for flag, value in interpolation_only.items() if value is not None]
+    given = given_flags(args, {"--alpha": "alpha", "--tune": "tune", "--alphas": "alphas", "--folds": "folds",
+                               "--normalization": "normalization"})
     if args.method == "rrf" and given:
         raise ValueError(f"{given[0]} is a setting of --method interpolation, not of rrf (the default method)")
     if args.method == "interpolation" and args.rrf_k is not None:

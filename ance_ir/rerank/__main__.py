@@ -28,7 +28,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ance_ir.cli import ArgumentParser, add_import_argument, check_output, load_cli_plugins, positive_int, run_cli
+from ance_ir.cli import (
+    ArgumentParser,
+    add_import_argument,
+    check_output,
+    fill_defaults,
+    given_flags,
+    load_cli_plugins,
+    positive_int,
+    run_cli,
+)
 from ance_ir.train.settings import INFERENCE_PRECISIONS
 
 
@@ -60,12 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
     args = parser.parse_args(argv)
-    run_only = {"--topics": args.topics, "--qrels": args.qrels, "--depth": args.depth, "--hits": args.hits,
-                "--run-tag": args.run_tag}
-    if args.groups and (given := [flag for flag, value in run_only.items() if value is not None]):
+    given = given_flags(args, {"--topics": "topics", "--qrels": "qrels", "--depth": "depth", "--hits": "hits",
+                               "--run-tag": "run_tag"})
+    if args.groups and given:
         raise ValueError(f"{given[0]} is a setting of --run, not of --groups (every passage of a group is scored)")
-    args.depth = 100 if args.depth is None else args.depth
-    args.hits = 1000 if args.hits is None else args.hits
+    fill_defaults(args, {"depth": 100, "hits": 1000})
     for flag, value in (("--depth", args.depth), ("--hits", args.hits)):
         if value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}")
