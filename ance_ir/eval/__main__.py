@@ -173,14 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.answers is not None:
         if args.corpus is None:
             parser.error("--answers needs --corpus (the passages the runs retrieved)")
-        for flag, value in (("--metrics", args.metrics), ("--complete", args.complete),
-                            ("--relevance-level", args.relevance_level)):
-            if value:
-                parser.error(f"{flag} goes with --qrels; with --answers the measures are accuracy@k (--k)")
+        if qrels_only := given_flags(args, {"--metrics": "metrics", "--complete": "complete",
+                                            "--relevance-level": "relevance_level"}):
+            parser.error(f"{qrels_only[0]} goes with --qrels; with --answers the measures are accuracy@k (--k)")
     else:
-        for flag, value in (("--corpus", args.corpus), ("--k", args.k), ("--match", args.match)):
-            if value is not None:
-                parser.error(f"{flag} goes with --answers")
+        if answers_only := given_flags(args, {"--corpus": "corpus", "--k": "k", "--match": "match"}):
+            parser.error(f"{answers_only[0]} goes with --answers")
         parse_measures(args.metrics or DEFAULT_METRICS)  # a bad name fails before any file is read
     comparing = given_flags(args, {"--permutations": "permutations", "--seed": "seed", "--correction": "correction",
                                    "--alpha-level": "alpha_level"})
