@@ -68,6 +68,7 @@ def test_gpl_runs_every_stage_and_labels_with_the_cross_encoder(toy, toy_bert, m
                                                                             for p in passages])
     assert [p["score"] for p in passages] == pytest.approx(expected, abs=1e-4)
 
+    assert json.loads((out / "model" / "config.json").read_text())["negatives"]["depth"] == 3  # all 3 labelled
     trained = load_file(next((out / "model" / "final").glob("*.safetensors")))
     start = load_file(toy_bert / "model.safetensors")
     assert any(not torch.equal(trained[k], start[k]) for k in start if k in trained)

@@ -96,7 +96,7 @@ def test_wlp_pairs_a_linked_page_opening_sentence_with_a_passage_of_the_linking_
     assert [(q, d) for q, d, _ in examples(load("wlp", titled))] == [("Rome was an empire.", "q")]
 
 
-def test_spider_span_recurs_outside_shared_sentences_and_the_negative_lacks_it(tmp_path):
+def test_spider_span_recurs_outside_shared_sentences_and_the_negative_lacks_it(tmp_path, capsys):
     passages = {
         "d#0_1": "Engineers tested the quantum flux capacitor today. Results were good.",
         "d#1_2": "The quantum flux capacitor powers the ship. Nothing else matters.",
@@ -110,6 +110,11 @@ def test_spider_span_recurs_outside_shared_sentences_and_the_negative_lacks_it(t
     assert "flux" not in removed.queries[removed.pairs[0][0]]
     assert all(kept.negatives[q] == ["d#2_3"] for q, _ in kept.pairs)
     assert "d#2_3" not in kept.exclude[kept.pairs[0][0]]
+    output = tmp_path / "spider.jsonl"
+    code, err = run_main(main, "spider", "--corpus", str(corpus), "--option", "window=6", "--output", str(output),
+                         "--with-text", capsys=capsys)
+    assert code == 0, err
+    assert {(n.docid, n.text) for g in read_groups(output) for n in g.negatives} == {("d#2_3", passages["d#2_3"])}
     # a sentence both passages hold (overlapping segments) is no recurring span; nor is a run of stopwords
     a = SpanPassage(Passage("d#0_1", passages["d#0_1"]), 2, 5)
     copy = SpanPassage(Passage("x", "Engineers tested the quantum flux capacitor today. And then it was over."), 2, 5)

@@ -17,8 +17,9 @@ Stages, each skipped when its output exists (rerun the command to resume after a
 4. ``OUTPUT/scored.jsonl.gz``: every (query, passage) pair scored by the cross-encoder (``python -m
    ance_ir.rerank --groups``), the pseudo labels.
 5. ``OUTPUT/model``: the retriever trained with Margin-MSE on those margins (``python -m ance_ir.train`` with
-   ``--train-config``, default ``configs/rag24-mini/gpl.yaml``, ``data.groups`` set to stage 4's file; starting
-   from ``--model``, default the retriever's encoder).
+   ``--train-config``, default ``configs/rag24-mini/gpl.yaml``, ``data.groups`` set to stage 4's file and
+   ``negatives.depth`` to ``--depth``, so that every labelled negative can be drawn; starting from ``--model``, a
+   dense model, default the retriever's encoder).
 
 ``OUTPUT/gpl.json`` records the settings of the first run; a rerun with other settings is refused (a new
 ``--output`` starts afresh). ``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run
@@ -143,8 +144,9 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
                                     args.cross_encoder, "--output", str(scored), "--quiet"], timings)
     steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
-                                            args.corpus, "--groups", str(scored), "--seed",
-                                            str(args.seed), "--output", str(model), *steps], timings)
+                                            args.corpus, "--groups", str(scored), "--seed", str(args.seed),
+                                            "--set", f"negatives.depth={args.depth}", "--output", str(model),
+                                            *steps], timings)
 
 
 def _check_inputs(args: argparse.Namespace, start: str) -> None:
@@ -157,11 +159,11 @@ def _check_inputs(args: argparse.Namespace, start: str) -> None:
     if not Path(args.train_config).is_file():
         raise InputError(args.train_config, "no such training config file")
     for flag, name, kind in (("--generator", args.generator, "generator"),
-                             ("--cross-encoder", args.cross_encoder, "cross-encoder"), ("--model", start, None)):
+                             ("--cross-encoder", args.cross_encoder, "cross-encoder"), ("--model", start, "dense")):
         path = resolve_model_path(name)
         check_loadable(path)
         recorded = saved_kind(path) if Path(path).is_dir() else None
-        if kind is not None and recorded not in (None, kind):
+        if recorded not in (None, kind):
             raise ValueError(f"{flag}: {name} is a {recorded!r} model, expected a {kind!r} model")
 
 

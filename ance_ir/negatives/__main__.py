@@ -30,6 +30,8 @@ from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
     check_output,
+    fill_defaults,
+    given_flags,
     load_cli_plugins,
     non_negative_float,
     non_negative_int,
@@ -52,16 +54,17 @@ def build_parser() -> ArgumentParser:
     source.add_argument("--source", default="bm25",
                         help=f"where candidates come from: {', '.join(sorted(CANDIDATE_SOURCES))} or a plugin's "
                              "(--import) (default bm25)")
-    source.add_argument("--source-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    source.add_argument("--source-option", type=_key_value, action="append", metavar="KEY=VALUE",
                         help="a parameter of a plugin's source (repeatable)")
     source.add_argument("--index", help="bm25: Lucene index folder; dense: dense index folder")
     source.add_argument("--encoder", help="dense: query encoder (default: the one in the index's meta.json)")
     source.add_argument("--run", help="run: TREC run file")
     source.add_argument("--hits", type=positive_int, default=200, help="candidates retrieved per query (default 200)")
-    source.add_argument("--k1", type=non_negative_float, default=0.9, help="bm25: k1 (default 0.9)")
-    source.add_argument("--b", type=non_negative_float, default=0.4, help="bm25: b (default 0.4)")
-    source.add_argument("--threads", type=positive_int, default=2, help="bm25 search / torch and faiss threads")
-    source.add_argument("--batch-size", type=positive_int, default=64, help="dense: query batch size")
+    source.add_argument("--k1", type=non_negative_float, help="bm25: k1 (default 0.9)")
+    source.add_argument("--b", type=non_negative_float, help="bm25: b (default 0.4)")
+    source.add_argument("--threads", type=positive_int,
+                        help="bm25: search threads; dense: torch and faiss threads (default 2)")
+    source.add_argument("--batch-size", type=positive_int, help="dense: query batch size (default 64)")
     mining = parser.add_argument_group("mining")
     mining.add_argument("--depth", type=positive_int, default=200, help="negatives kept per query (default 200)")
     mining.add_argument("--skip", type=non_negative_int, default=0,
@@ -88,14 +91,22 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+# each built-in source's own flags (option: dest); --source-option is a plugin source's
+SOURCE_FLAGS = {"bm25": {"--index": "index", "--k1": "k1", "--b": "b", "--threads": "threads"},
+                "dense": {"--index": "index", "--encoder": "encoder", "--threads": "threads",
+                          "--batch-size": "batch_size"},
+                "run": {"--run": "run"}}
+
+
 def source_params(args: argparse.Namespace) -> dict:
     """The ``build_source`` parameters for the chosen source; ValueError for flags that do not apply to it."""
-    misplaced = [flag for flag, value, sources in (("--index", args.index, ("bm25", "dense")),
-                                                   ("--encoder", args.encoder, ("dense",)),
-                                                   ("--run", args.run, ("run",)))
-                 if value is not None and args.source not in sources]
+    flags = {flag: dest for own in SOURCE_FLAGS.values() for flag, dest in own.items()}
+    flags["--source-option"] = "source_option"
+    own = SOURCE_FLAGS.get(args.source, {"--source-option": "source_option"})
+    misplaced = [flag for flag in given_flags(args, flags) if flag not in own]
     if misplaced:
         raise ValueError(f"{misplaced[0]} does not apply to --source {args.source}")
+    fill_defaults(args, {"k1": 0.9, "b": 0.4, "threads": 2, "batch_size": 64, "source_option": []})
     if args.source == "bm25":
         if args.index is None:
             raise ValueError(f"--source bm25 needs --index, a Lucene index of the corpus; build one with: "

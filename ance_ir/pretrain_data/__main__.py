@@ -10,7 +10,9 @@ new texts (ICT's passage without its sentence, crops) inline, corpus passages by
 text too), Spider's negative as the group's negative. ``data.source: groups`` with ``negatives: groups`` trains on
 the file; pairs of one passage or document then may meet as in-batch negatives, which the source itself masks.
 ``--topics-out`` and ``--qrels-out`` also write the pairs whose positive is a corpus passage as topics and qrels
-(grade 1), what ``python -m ance_ir.negatives`` mines hard negatives for (GPL's second stage).
+(grade 1), what ``python -m ance_ir.negatives`` mines hard negatives for (GPL's second stage); refused for a source
+whose pairs keep other corpus passages from being their negatives (bfs, spider and wlp keep a document's or a
+span's passages), which qrels cannot carry.
 """
 
 from __future__ import annotations
@@ -18,18 +20,26 @@ from __future__ import annotations
 import random
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import yaml
 
 from ance_ir.cli import ArgumentParser, check_output, non_negative_int, positive_int, run_cli
 from ance_ir.pretrain_data import SOURCES
 
+if TYPE_CHECKING:
+    from ance_ir.data import TrainingGroup
+    from ance_ir.train.dataset import TrainData
+
 
 def _option(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise ValueError(f"--option: expected KEY=VALUE, got {text!r}")
-    return key, yaml.safe_load(value) if value else ""
+    try:
+        return key, yaml.safe_load(value) if value else ""
+    except yaml.YAMLError:
+        raise ValueError(f"--option {text!r}: the value is not valid YAML") from None
 
 
 def build_parser() -> ArgumentParser:
@@ -67,11 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         chosen = set(random.Random(args.seed).sample(range(len(groups)), args.sample))
         groups = [g for i, g in enumerate(groups) if i in chosen]
     if args.with_text:
-        groups = [replace(g, positives=tuple(GroupPassage(p.docid, data.texts[p.docid]) for p in g.positives))
+        groups = [replace(g, positives=tuple(GroupPassage(p.docid, data.texts[p.docid]) for p in g.positives),
+                          negatives=tuple(GroupPassage(n.docid, data.texts[n.docid]) for n in g.negatives))
                   for g in groups]
+    queries = corpus_positive_groups(args.source, data, groups) if args.topics_out else []
     written = write_groups(args.output, groups)
     if args.topics_out:
-        write_topics_and_qrels(groups, frozenset(data.docids), args.topics_out, args.qrels_out)
+        write_topics_and_qrels(queries, args.topics_out, args.qrels_out)
     print(f"{args.source}: {len(data.pairs)} pairs from {data.corpus_path}; wrote {written} to {args.output}",
           file=sys.stderr)
     for group in groups[:args.show]:
@@ -80,15 +92,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_topics_and_qrels(groups: list, corpus: frozenset[str], topics: str, qrels: str) -> None:
-    """The groups whose positive is a corpus passage as a topics TSV and qrels (grade 1), each written atomically."""
+def corpus_positive_groups(source: str, data: TrainData, groups: list[TrainingGroup]) -> list[TrainingGroup]:
+    """The groups whose positive is a corpus passage, what ``--topics-out`` writes.
+
+    ValueError when there is none, or when a pair keeps other corpus passages from being its negatives (BFS's
+    document, Spider's span holders): qrels of grade 1 would make them positives and, left out, they would be mined
+    as hard negatives."""
+    corpus = frozenset(data.docids)
+    kept = [g for g in groups if g.positives[0].docid in corpus]
+    if not kept:
+        raise ValueError(f"--topics-out: no {source} pair has a corpus passage as its positive, so there are no "
+                         "topics and qrels to write")
+    for group in kept:
+        shielded = (data.exclude[group.query_id] & corpus) - {group.positives[0].docid}
+        if shielded:
+            raise ValueError(f"--topics-out: {source} pairs keep other corpus passages from being their negatives "
+                             f"({group.query_id}: {len(shielded)} of them), which topics and qrels cannot say; train "
+                             "on the groups file (--output) instead")
+    return kept
+
+
+def write_topics_and_qrels(groups: list[TrainingGroup], topics: str, qrels: str) -> None:
+    """``groups`` as a topics TSV and qrels (their positive, grade 1), each written atomically."""
     from ance_ir.data import atomic_write
 
-    kept = [g for g in groups if g.positives[0].docid in corpus]
     with atomic_write(topics) as f:
-        f.writelines(f"{g.query_id}\t{' '.join(g.query.split())}\n" for g in kept)
+        f.writelines(f"{g.query_id}\t{' '.join(g.query.split())}\n" for g in groups)
     with atomic_write(qrels) as f:
-        f.writelines(f"{g.query_id} 0 {g.positives[0].docid} 1\n" for g in kept)
+        f.writelines(f"{g.query_id} 0 {g.positives[0].docid} 1\n" for g in groups)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from ance_ir.data.lines import iter_lines
 from ance_ir.datasets import resolve_corpus
 from ance_ir.documents.segments import DEFAULT_DELIMITER, document_id, segment_number
 from ance_ir.train.dataset import DataSource, TrainData
-from ance_ir.train.settings import DataSection
+from ance_ir.train.settings import ConfigError, DataSection
 
 UNNUMBERED = 1 << 62
 
@@ -57,6 +57,17 @@ class PretrainSource(DataSource):
 
     #: why a corpus gave no pair (ends the one-line error)
     no_pairs: str = "no pair"
+    #: numeric options' allowed ranges, (lowest, highest) with None for no bound (checked by ``check_config``)
+    limits: dict[str, tuple[float | None, float | None]] = {}
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        """ConfigError on ``data.KEY`` for an option outside its range in :attr:`limits`."""
+        for key, (low, high) in cls.limits.items():
+            value = config.data.options[key]
+            if (low is not None and value < low) or (high is not None and value > high):
+                bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+                raise ConfigError(f"data.{key}", f"must be {bounds}, got {value!r}")
 
     @classmethod
     def from_settings(cls, corpus: str, options: dict[str, Any], seed: int) -> PretrainSource:

@@ -26,6 +26,7 @@ def crop(words: list[str], low: float, high: float, rng: random.Random) -> str:
 class ContrieverSource(PretrainSource):
     name = "contriever"
     options = {"min_ratio": 0.1, "max_ratio": 0.5, "min_words": 8, "per_passage": 1}
+    limits = {"min_words": (1, None), "per_passage": (1, None)}
 
     @property
     def no_pairs(self) -> str:
@@ -36,6 +37,7 @@ class ContrieverSource(PretrainSource):
         low, high = config.data.options["min_ratio"], config.data.options["max_ratio"]
         if not 0 < low <= high <= 1:
             raise ConfigError("data.min_ratio", f"need 0 < min_ratio <= max_ratio <= 1, got {low} and {high}")
+        super().check_config(config)
 
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         o = self.data.options

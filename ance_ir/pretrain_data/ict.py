@@ -18,6 +18,7 @@ from ance_ir.train.dataset import register_data_source
 class ICTSource(PretrainSource):
     name = "ict"
     options = {"keep": 0.1, "per_passage": 1, "title_separator": "[SEP]"}
+    limits = {"keep": (0, 1), "per_passage": (1, None)}
     no_pairs = "no passage has two sentences"
 
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:

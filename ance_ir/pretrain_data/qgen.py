@@ -40,6 +40,7 @@ def read_generated_queries(path: str | Path) -> dict[str, list[str]]:
 class QGenSource(PretrainSource):
     name = "qgen"
     options = {"queries": None, "per_passage": 0}
+    limits = {"per_passage": (0, None)}
     no_pairs = "no passage has a generated query"
 
     @classmethod
@@ -48,9 +49,6 @@ class QGenSource(PretrainSource):
         if not options["queries"]:
             raise ConfigError("data.queries", "QGen trains on generated queries: the OUTPUT.queries.jsonl file of "
                                               "python -m ance_ir.expand --generator G")
-        per = options["per_passage"]
-        if not isinstance(per, int) or isinstance(per, bool) or per < 0:
-            raise ConfigError("data.per_passage", f"must be a non-negative integer, got {per!r}")
         super().check_config(config)
 
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:

@@ -18,6 +18,7 @@ from ance_ir.train.dataset import register_data_source
 class SimCSESource(PretrainSource):
     name = "simcse"
     options = {"max_words": 32}
+    limits = {"max_words": (0, None)}
     no_pairs = "every passage is empty"
 
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:

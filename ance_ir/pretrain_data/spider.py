@@ -18,6 +18,7 @@ from ance_ir.data.corpus import Passage
 from ance_ir.pretrain_data.base import Pair, PretrainSource, check_documents, group_documents
 from ance_ir.pretrain_data.sentences import split_sentences
 from ance_ir.train.dataset import register_data_source
+from ance_ir.train.settings import ConfigError
 
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further had has have having he
@@ -98,7 +99,16 @@ class SpiderSource(PretrainSource):
     name = "spider"
     brings_negatives = True
     options = {"min_span": 2, "max_span": 5, "window": 32, "remove": 0.5, "doc_field": ""}
+    limits = {"min_span": (1, None), "remove": (0, 1)}
     no_pairs = "no two passages of one document share a span of words that are not stopwords"
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        super().check_config(config)
+        o = config.data.options
+        if not o["min_span"] <= o["max_span"] <= o["window"]:
+            raise ConfigError("data.max_span", f"need min_span <= max_span <= window, got {o['min_span']}, "
+                                               f"{o['max_span']} and {o['window']}")
 
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         o = self.data.options

@@ -73,6 +73,7 @@ def title_links(documents: list[Document], titles: str, min_chars: int) -> list[
 class WLPSource(PretrainSource):
     name = "wlp"
     options = {"links": "", "titles": "field", "min_title_chars": 4, "doc_field": ""}
+    limits = {"min_title_chars": (1, None)}
     no_pairs = "no link from a page to another page with a first passage that has a sentence"
 
     @classmethod
@@ -80,6 +81,7 @@ class WLPSource(PretrainSource):
         if config.data.options["titles"] not in TITLE_KINDS:
             raise ConfigError("data.titles", f"must be one of {', '.join(TITLE_KINDS)}, "
                                              f"got {config.data.options['titles']!r}")
+        super().check_config(config)
 
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         o = self.data.options

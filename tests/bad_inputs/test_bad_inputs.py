@@ -75,6 +75,8 @@ TSNE = ("--index {W}/dense --topics {W}/topics.tsv --qrels {W}/qrels.txt --bm25-
 SCORES = "--model M {W}/dense {W}/run.trec --topics {W}/topics.tsv --qrels {W}/qrels.txt --output {T}/f.png"
 OVERLAP = "--curves {T}/c.json --qrels {W}/qrels.txt --output {T}/f.png"
 PRETRAIN = "ict --corpus {W}/corpus.jsonl --output {T}/p.jsonl"
+PRETRAIN_SEGMENTS = "ict --corpus {T}/seg.jsonl --output {T}/p.jsonl"
+TOPICS_OUT = " --topics-out {T}/t.tsv --qrels-out {T}/q.qrels"
 RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl --model {W}/ce --output {T}/ce.trec"
 
 CASES = {
@@ -266,6 +268,12 @@ CASES = {
     "negatives-run-nan": Case("negatives", NEGATIVES + " --source run --run {F}/run_nan.trec", "{F}/run_nan.trec:2",
                               "not a finite number"),
     "negatives-unknown-source": Case("negatives", NEGATIVES + " --source nosuch", "", "nosuch"),
+    "negatives-k1-with-run-source": Case("negatives", NEGATIVES + " --source run --run {W}/run.trec --k1 5", "",
+                                         "--k1 does not apply to --source run"),
+    "negatives-batch-size-with-bm25": Case("negatives", NEGATIVES + " --index {W}/lucene --batch-size 8", "",
+                                           "--batch-size does not apply to --source bm25"),
+    "negatives-source-option-with-bm25": Case("negatives", NEGATIVES + " --source-option a=b", "",
+                                              "--source-option does not apply to --source bm25"),
     "negatives-no-positives": Case("negatives", NEGATIVES.replace("{W}/qrels.txt", "{F}/qrels_no_positive.txt")
                                    + " --source run --run {W}/run.trec", "", "no training groups"),
     "negatives-output-is-a-folder": Case("negatives", NEGATIVES.replace("{T}/groups.jsonl", "{T}/out")
@@ -363,6 +371,8 @@ CASES = {
     "gpl-cross-encoder-of-another-kind": Case("gpl", GPL.replace("{W}/ce", "{W}/gen"), "",
                                               "is a 'generator' model, expected a 'cross-encoder' model"),
     "gpl-missing-cross-encoder": Case("gpl", GPL.replace("{W}/ce", "{T}/ce"), "", "model directory"),
+    "gpl-model-of-another-kind": Case("gpl", GPL + " --model {W}/ce", "",
+                                      "--model: {W}/ce is a 'cross-encoder' model, expected a 'dense' model"),
     "gpl-missing-train-config": Case("gpl", GPL + " --train-config {T}/nope.yaml", "{T}/nope.yaml",
                                      "no such training config file"),
     "gpl-output-is-a-file": Case("gpl", GPL, "{T}/gpl", "exists and is not a folder", {"gpl": "a file"}),
@@ -384,6 +394,23 @@ CASES = {
                                                "data.queries: QGen trains on generated queries"),
     "pretrain-data-topics-without-qrels": Case("pretrain_data", PRETRAIN + " --topics-out {T}/t.tsv", "",
                                                "--topics-out and --qrels-out go together"),
+    "pretrain-data-option-not-yaml": Case("pretrain_data", PRETRAIN.replace("ict", "wlp") + " --option titles=[x",
+                                          "", "--option 'titles=[x': the value is not valid YAML"),
+    "pretrain-data-topics-without-corpus-positives": Case(
+        "pretrain_data", PRETRAIN_SEGMENTS.replace("ict", "simcse") + TOPICS_OUT, "",
+        "no simcse pair has a corpus passage as its positive", SEGMENTS),
+    "pretrain-data-topics-of-shielded-pairs": Case(
+        "pretrain_data", PRETRAIN_SEGMENTS.replace("ict", "bfs") + TOPICS_OUT, "",
+        "bfs pairs keep other corpus passages from being their negatives (bfs-0: 1 of them)", SEGMENTS),
+    "pretrain-data-spider-min-span-0": Case("pretrain_data", PRETRAIN.replace("ict", "spider") +
+                                            " --option min_span=0", "", "data.min_span: must be at least 1, got 0"),
+    "pretrain-data-spider-window-under-span": Case("pretrain_data", PRETRAIN.replace("ict", "spider") +
+                                                   " --option window=3", "",
+                                                   "need min_span <= max_span <= window, got 2, 5 and 3"),
+    "pretrain-data-ict-keep-above-1": Case("pretrain_data", PRETRAIN + " --option keep=1.5", "",
+                                           "data.keep: must be between 0 and 1, got 1.5"),
+    "pretrain-data-simcse-negative-words": Case("pretrain_data", PRETRAIN.replace("ict", "simcse") +
+                                                " --option max_words=-1", "", "data.max_words: must be at least 0"),
     # plot
     "plot-missing-run": Case("plot", "{T}/nope", "{T}/nope/log.jsonl", "no such training log"),
     "plot-malformed-log": Case("plot", "{T}/run", "{T}/run/log.jsonl:1", "malformed JSON",
