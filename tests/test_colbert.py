@@ -14,7 +14,7 @@ import torch
 import yaml
 from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_module, toy_sections, write_toy_collection
 
-from ance_ir.data import read_run
+from ance_ir.data import InputError, read_run
 from ance_ir.index.compress import compress_index, decompress, pack, unpack
 from ance_ir.index.token_index import index_bytes, load_token_index
 from ance_ir.modeling import DenseEncoder
@@ -128,6 +128,10 @@ def test_save_load_round_trip_gives_identical_scores(bert, tmp_path):
         load_model(tmp_path / "a", dim=16)
     with pytest.raises(ValueError, match="pooling: not a setting of a colbert model"):
         load_model(bert, "colbert", pooling="mean")
+    assert model.encode_passages([]) == [] and model.score_pairs([], []).shape == (0,)
+    (tmp_path / "a" / "ance_ir_colbert.json").write_text("{bad")
+    with pytest.raises(InputError, match="ance_ir_colbert.json: not valid JSON"):
+        load_model(tmp_path / "a")
 
 
 def settings(collection: Path, bert: Path, output: Path, **task) -> dict:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, load_sections, run_main, toy_sections
 
-from ance_ir.data import read_run, write_run
+from ance_ir.data import InputError, read_run, write_run
 from ance_ir.encode.__main__ import main as encode
 from ance_ir.index import load_dense_index
 from ance_ir.modeling import DenseEncoder
@@ -93,6 +93,9 @@ def test_save_load_round_trip_gives_identical_scores(mebert, tmp_path):
         load_model(mebert, "dense")
     with pytest.raises(ValueError, match="pooling must be cls"):
         load_model(mebert, pooling="mean")
+    (tmp_path / "again" / "ance_ir_mebert.json").write_text('{"m": 0}')
+    with pytest.raises(InputError, match="ance_ir_mebert.json: m \\(vectors per passage\\) must be a positive"):
+        load_model(tmp_path / "again")
 
 
 def test_the_task_scores_groups_max_over_m():

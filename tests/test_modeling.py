@@ -12,6 +12,7 @@ import torch
 from conftest import TOY_PASSAGES, TOY_TOPICS
 from safetensors.torch import load_file
 
+from ance_ir.data import InputError
 from ance_ir.modeling import (
     CONFIG_NAME,
     DenseEncoder,
@@ -48,6 +49,16 @@ def test_config_json_round_trip_and_validation(tmp_path):
         EncoderConfig(query_max_length=0)
     with pytest.raises(ValueError, match="unknown encoder config field"):
         EncoderConfig.from_dict({"pooling": "cls", "polling": "mean"})
+    with pytest.raises(ValueError, match="normalize must be a boolean, got 'false'"):
+        EncoderConfig.from_dict({"normalize": "false"})
+    with pytest.raises(ValueError, match="query_max_length must be a positive integer, got True"):
+        EncoderConfig.from_dict({"query_max_length": True})
+    (tmp_path / CONFIG_NAME).write_text('{"pooling": "max"}')
+    with pytest.raises(InputError, match=f"{CONFIG_NAME}: pooling must be one of"):
+        EncoderConfig.load(tmp_path)
+    (tmp_path / CONFIG_NAME).write_text('{"pooling": ')
+    with pytest.raises(InputError, match=f"{CONFIG_NAME}: not valid JSON"):
+        EncoderConfig.load(tmp_path)
 
 
 def test_defaults_and_dim(tiny):
@@ -140,6 +151,21 @@ def test_head_projects_pooled_vector(tiny_bert_dir):
     assert np.allclose(vectors.mean(axis=1), 0.0, atol=1e-5)  # LayerNorm output with default affine
     default = DenseEncoder.from_pretrained(tiny_bert_dir, head=True)
     assert default.dim == 32 and default.config.head_dim == 32
+
+
+def test_a_saved_head_of_other_dimensions_is_refused_naming_its_file(tiny_bert_dir, tmp_path):
+    DenseEncoder.from_pretrained(tiny_bert_dir, head=True, head_dim=12).save_pretrained(tmp_path / "m")
+    with pytest.raises(InputError, match=r"ance_ir_head.safetensors: the saved head's weights do not fit head_dim 8"):
+        DenseEncoder.from_pretrained(tmp_path / "m", head_dim=8)
+
+
+def test_the_saved_tokenizer_keeps_no_truncation_from_the_last_encode(tiny, tmp_path):
+    from tokenizers import Tokenizer
+
+    tiny.encode_passages(PASSAGES)
+    tiny.save_pretrained(tmp_path / "m")
+    saved = Tokenizer.from_file(str(tmp_path / "m" / "tokenizer.json"))
+    assert saved.truncation is None and saved.padding is None
 
 
 def test_unshared_towers(tiny_bert_dir, tmp_path):

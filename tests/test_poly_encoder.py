@@ -108,6 +108,17 @@ def test_save_load_round_trip_keeps_the_codes(poly, tmp_path):
         load_model(poly, "dense")
     with pytest.raises(ValueError, match="normalize must be false"):
         load_model(poly, normalize=True)
+    with pytest.raises(ValueError, match="m \\(code vectors\\) must be a positive integer, got 0"):
+        load_model(poly, m=0)
+
+
+def test_pyserini_adapters_refuse_a_poly_encoder_object(poly):
+    from ance_ir.modeling.pyserini_adapters import AnceIrQueryEncoder, auto_query_encoder_kwargs
+
+    with pytest.raises(ValueError, match="a 'poly-encoder' model has no single-vector encoding"):
+        AnceIrQueryEncoder(load_model(poly))
+    with pytest.raises(ValueError, match="a 'poly-encoder' model has no single-vector encoding"):
+        auto_query_encoder_kwargs(str(poly))
 
 
 def test_the_task_scores_groups_by_attention():

@@ -60,6 +60,7 @@ def test_save_load_round_trip(model, tmp_path):
         assert ours == pytest.approx(theirs)
     with pytest.raises(ValueError, match="is a 'splade' model"):
         load_model(tmp_path / "m", "dense")
+    assert again.encode_passages([]) == []
 
 
 def test_flops_equals_hand_computation():

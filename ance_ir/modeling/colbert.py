@@ -27,8 +27,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import save_transformer
-from ance_ir.modeling.encoder import load_backbone
+from ance_ir.modeling.encoder import load_backbone, save_transformer
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -192,6 +191,8 @@ class ColBERT(torch.nn.Module):
                         show_progress: bool = False) -> list[np.ndarray]:
         """The kept token vectors of each passage (float32 ``[n_i, dim]``), in input order; batches take passages
         of similar length."""
+        if not texts:
+            return []
         lengths = [len(ids) for ids in self.tokenizer(list(texts), truncation=True,
                                                       max_length=self.passage_max_length)["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])

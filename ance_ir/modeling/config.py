@@ -37,8 +37,13 @@ class EncoderConfig:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
         for name in ("query_max_length", "passage_max_length", "head_dim"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name, kind in (("head", bool), ("normalize", bool), ("shared", bool), ("query_prefix", str),
+                           ("passage_prefix", str)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"{name} must be a {'boolean' if kind is bool else 'string'}, "
+                                 f"got {getattr(self, name)!r}")
 
     def replace(self, **changes: Any) -> EncoderConfig:
         """A copy with ``changes`` applied; unknown field names raise ValueError."""
@@ -62,8 +67,15 @@ class EncoderConfig:
 
     @classmethod
     def load(cls, directory: str | Path) -> EncoderConfig:
-        """Read ``ance_ir_encoder.json`` from ``directory``."""
-        return cls.from_dict(json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8")))
+        """Read ``ance_ir_encoder.json`` from ``directory``; InputError naming it for invalid settings."""
+        from ance_ir.data import InputError
+        from ance_ir.modeling.kinds import read_settings
+
+        path = Path(directory) / CONFIG_NAME
+        try:
+            return cls.from_dict(read_settings(directory, CONFIG_NAME))
+        except ValueError as e:
+            raise InputError(path, str(e)) from None
 
     @staticmethod
     def exists(directory: str | Path) -> bool:

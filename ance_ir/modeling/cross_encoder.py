@@ -8,8 +8,7 @@ public ``cross-encoder/ms-marco-*`` models) loads too and scores with its own he
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,9 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-from transformers.utils import logging as transformers_logging
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import load_backbone
+from ance_ir.modeling.encoder import load_backbone, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import running
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -44,33 +42,6 @@ Encoded = Mapping[str, Sequence[Sequence[int]]]
 def _is_classifier(config: PretrainedConfig) -> bool:
     """Whether a checkpoint is a whole sequence-classification model (rather than a bare backbone)."""
     return any(a.endswith("ForSequenceClassification") for a in config.architectures or ())
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """transformers' load reports and progress bars off (real errors still raise)."""
-    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        transformers_logging.set_verbosity(verbosity)
-        if bars:
-            transformers_logging.enable_progress_bar()
-
-
-def save_transformer(folder: Path, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> None:
-    """Write a tokenizer and a transformers model into ``folder`` (a kind's ``save_pretrained``), quietly; a fast
-    tokenizer's last truncation and padding, which it keeps set after a call, are cleared first so they are not
-    saved with it."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        backend.no_truncation()
-        backend.no_padding()
-    tokenizer.save_pretrained(folder)
-    with _quiet():
-        model.save_pretrained(folder)
 
 
 @register_model_kind
@@ -119,7 +90,7 @@ class CrossEncoder(torch.nn.Module):
                 if config.num_labels != 1:
                     raise ValueError(f"{name_or_path}: a sequence-classification model with {config.num_labels} "
                                      "labels; a cross-encoder scores with one")
-                with _quiet():
+                with quiet_transformers():
                     backbone = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
                 head, fresh = None, False
             else:

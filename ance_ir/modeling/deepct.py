@@ -33,8 +33,7 @@ from tqdm import tqdm
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import save_transformer
-from ance_ir.modeling.encoder import load_backbone
+from ance_ir.modeling.encoder import load_backbone, save_transformer
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tqdm import tqdm
 from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
+from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.inference import running
@@ -29,22 +31,47 @@ SIDES = ("query", "passage")
 _WINDOW = 10_000
 
 
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' load reports and progress bars off (real errors still raise)."""
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
+
+
 def load_backbone(path: str | Path) -> PreTrainedModel:
     """Load the bare transformer in float32, without the unused pooler layer when the model class has one.
 
     transformers' load report (checkpoint keys of heads we do not use) is silenced; real errors still raise.
     """
-    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
-    try:
-        return AutoModel.from_pretrained(path, dtype=torch.float32, add_pooling_layer=False)
-    except TypeError:
-        return AutoModel.from_pretrained(path, dtype=torch.float32)
-    finally:
-        transformers_logging.set_verbosity(verbosity)
-        if bars:
-            transformers_logging.enable_progress_bar()
+    with quiet_transformers():
+        try:
+            return AutoModel.from_pretrained(path, dtype=torch.float32, add_pooling_layer=False)
+        except TypeError:
+            return AutoModel.from_pretrained(path, dtype=torch.float32)
+
+
+def save_tokenizer(folder: Path, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Write ``tokenizer`` into ``folder``; a fast tokenizer's last truncation and padding, which it keeps set
+    after a call, are cleared first so that they are not saved with it."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
+    tokenizer.save_pretrained(folder)
+
+
+def save_transformer(folder: Path, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> None:
+    """Write a tokenizer (:func:`save_tokenizer`) and a transformers model into ``folder``, quietly."""
+    save_tokenizer(folder, tokenizer)
+    with quiet_transformers():
+        model.save_pretrained(folder)
 
 
 class Tower(torch.nn.Module):
@@ -63,17 +90,25 @@ class Tower(torch.nn.Module):
             torch.nn.init.zeros_(linear.bias)
 
     def save(self, directory: Path) -> None:
-        self.backbone.save_pretrained(directory)
+        with quiet_transformers():
+            self.backbone.save_pretrained(directory)
         if self.head is not None:
             save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, directory / HEAD_NAME)
 
     @classmethod
     def load(cls, directory: str | Path, config: EncoderConfig) -> Tower:
-        """Backbone from ``directory``; head weights from its head file if present, else newly initialised."""
+        """Backbone from ``directory``; head weights from its head file if present, else newly initialised
+        (InputError for a head file of other dimensions than ``config.head_dim``)."""
         tower = cls(load_backbone(directory), config)
         head_file = Path(directory) / HEAD_NAME
         if tower.head is not None and head_file.is_file():
-            tower.head.load_state_dict(load_file(head_file))
+            saved = load_file(head_file)
+            expected = {k: tuple(v.shape) for k, v in tower.head.state_dict().items()}
+            if {k: tuple(v.shape) for k, v in saved.items()} != expected:
+                raise InputError(head_file, f"the saved head's weights do not fit head_dim {config.head_dim} "
+                                            f"(its Linear is {tuple(saved.get('0.weight', torch.empty(0)).shape)}, "
+                                            f"expected {expected['0.weight']})")
+            tower.head.load_state_dict(saved)
         return tower
 
 
@@ -152,7 +187,7 @@ class DenseEncoder(torch.nn.Module):
         """Write the model into the (new, empty) ``directory``; a subclass adds its own files."""
         write_kind(directory, self.kind)
         self.config.save(directory)
-        self.tokenizer.save_pretrained(directory)
+        save_tokenizer(directory, self.tokenizer)
         if self.config.shared:
             self.towers["query"].save(directory)
         else:

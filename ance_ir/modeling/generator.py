@@ -43,8 +43,7 @@ from transformers import (
 )
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet, save_transformer
-from ance_ir.modeling.encoder import load_backbone
+from ance_ir.modeling.encoder import load_backbone, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -143,7 +142,7 @@ def _plain_generation(model: PreTrainedModel, config: GenerationConfig) -> Itera
 
 def _warm_start(encoder: str, decoder: str, tokenizer: PreTrainedTokenizerBase) -> EncoderDecoderModel:
     """BERT2BERT: an encoder-decoder whose two halves load the weights of ``encoder`` and ``decoder``."""
-    with _quiet():
+    with quiet_transformers():
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(
             encoder_model=load_backbone(encoder), decoder_pretrained_model_name_or_path=decoder,
             decoder_dtype=torch.float32)
@@ -223,7 +222,7 @@ class QueryGenerator(torch.nn.Module):
                 if decoder is not None:
                     raise ValueError(f"decoder: {name_or_path} is a sequence-to-sequence model already; decoder "
                                      "names the checkpoint a new generator's decoder starts from")
-                with _quiet():
+                with quiet_transformers():
                     if config.model_type == "encoder-decoder":
                         model = EncoderDecoderModel.from_pretrained(path, dtype=torch.float32)
                         if getattr(model.encoder, "pooler", None) is not None:  # unused, and never saved
@@ -338,6 +337,8 @@ class QueryGenerator(torch.nn.Module):
             raise ValueError(f"max_length must be at least 1 and at most the decoder's {self.decoder_positions} "
                              f"positions, got {max_length}")
         passages = list(passages)
+        if not passages:
+            return []
         lengths = [len(ids) for ids in self.tokenizer(passages, truncation=True, max_length=self.passage_max_length)
                    ["input_ids"]]
         order = sorted(range(len(passages)), key=lambda i: -lengths[i])
@@ -355,7 +356,7 @@ class QueryGenerator(torch.nn.Module):
                 encoded.last_hidden_state = encoded.last_hidden_state.repeat_interleave(n, dim=0)
                 sampler = _Sampler(sample_keys([passages[i] for i in rows], n, seed), 1, top_k, top_p, temperature,
                                    banned, self.eos_id)
-                with _quiet(), _plain_generation(model.model, config):
+                with quiet_transformers(), _plain_generation(model.model, config):
                     ids = model.model.generate(encoder_outputs=encoded,
                                                attention_mask=inputs["attention_mask"].repeat_interleave(n, dim=0),
                                                generation_config=config, logits_processor=[sampler])

@@ -22,9 +22,10 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from ance_ir.data import InputError
 from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.encoder import DenseEncoder, Tower
-from ance_ir.modeling.kinds import register_model_kind
+from ance_ir.modeling.kinds import read_settings, register_model_kind
 
 SETTINGS_NAME = "ance_ir_mebert.json"
 DEFAULT_M = 4
@@ -60,9 +61,11 @@ class MeBertEncoder(DenseEncoder):
         """Load as :meth:`DenseEncoder.from_pretrained` does (pooling cls unless overridden); ``m``: the saved one,
         else 4."""
         path, towers, tokenizer, config = cls._load_parts(name_or_path, **{"pooling": "cls", **config_overrides})
-        settings = path / SETTINGS_NAME
         if m is None:
-            m = json.loads(settings.read_text(encoding="utf-8"))["m"] if settings.is_file() else DEFAULT_M
+            m = read_settings(path, SETTINGS_NAME).get("m", DEFAULT_M)
+            if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+                raise InputError(path / SETTINGS_NAME, f"m (vectors per passage) must be a positive integer, "
+                                                       f"got {m!r}")
         return cls(towers, tokenizer, config, m).eval()
 
     def _save_files(self, directory: Path) -> None:

@@ -21,7 +21,7 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet, save_transformer
+from ance_ir.modeling.encoder import quiet_transformers, save_transformer
 from ance_ir.modeling.kinds import register_model_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -59,7 +59,7 @@ class MaskedLM(torch.nn.Module):
         path = resolve_model_path(name_or_path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
-            with _quiet():
+            with quiet_transformers():
                 mlm, info = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
         except OSError as error:
             raise unavailable(name_or_path, error) from error

@@ -85,7 +85,7 @@ class PolyEncoder(DenseEncoder):
         codes_file = path / CODES_NAME
         saved = load_file(codes_file)["codes"] if codes_file.is_file() else None
         fresh = saved is None or m not in (None, len(saved))
-        return cls(towers, tokenizer, config, m or DEFAULT_M if fresh else saved).eval()
+        return cls(towers, tokenizer, config, (DEFAULT_M if m is None else m) if fresh else saved).eval()
 
     def _save_files(self, directory: Path) -> None:
         super()._save_files(directory)

@@ -17,7 +17,7 @@ from pyserini.encode import DocumentEncoder, QueryEncoder
 
 from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.encoder import DenseEncoder
-from ance_ir.modeling.kinds import load_model
+from ance_ir.modeling.kinds import load_model, saved_kind
 from ance_ir.modeling.resolve import resolve_model_path
 
 
@@ -28,8 +28,8 @@ def _as_encoder(encoder: DenseEncoder | str | Path, device: str | None,
             raise ValueError("config overrides apply only when loading an encoder by name or path")
     else:
         encoder = load_model(encoder, **overrides)
-        if encoder.index != "dense":
-            raise ValueError(f"a {encoder.kind!r} model has no single-vector encoding for Pyserini's FaissSearcher")
+    if encoder.kind != "dense":  # ME-BERT and the poly-encoder subclass DenseEncoder but give several vectors
+        raise ValueError(f"a {encoder.kind!r} model has no single-vector encoding for Pyserini's FaissSearcher")
     return encoder.to(device) if device is not None else encoder
 
 
@@ -95,6 +95,9 @@ def auto_query_encoder_kwargs(path: str | Path) -> dict[str, Any]:
     folder = resolve_model_path(path)
     if not EncoderConfig.exists(folder):
         raise ValueError(f"{path}: not a saved ance-ir encoder folder (no ance_ir_encoder.json)")
+    kind = saved_kind(folder)
+    if kind not in (None, "dense"):
+        raise ValueError(f"{path}: a {kind!r} model has no single-vector encoding for Pyserini's AutoQueryEncoder")
     config = EncoderConfig.load(folder)
     refused = [reason for reason, applies in (
         ("it has the ANCE head (Linear + LayerNorm after pooling), which AutoQueryEncoder does not apply",

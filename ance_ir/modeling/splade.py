@@ -18,7 +18,7 @@ from tqdm import tqdm
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.cross_encoder import _quiet, save_transformer
+from ance_ir.modeling.encoder import quiet_transformers, save_transformer
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -88,7 +88,7 @@ class Splade(torch.nn.Module):
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
-            with _quiet():
+            with quiet_transformers():
                 mlm = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32)
         except OSError as error:
             raise unavailable(name_or_path, error) from error
@@ -134,6 +134,8 @@ class Splade(torch.nn.Module):
     def encode(self, texts: Sequence[str], max_length: int, batch_size: int = 32, precision: str | None = None,
                show_progress: bool = False) -> list[dict[str, float]]:
         """Each text's non-zero term weights ``{term: weight}``, in input order (batches of similar length)."""
+        if not texts:
+            return []
         lengths = [len(ids) for ids in self.tokenizer(list(texts), truncation=True, max_length=max_length)
                    ["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])

@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hits", type=int, help="hits written per query (default 1000)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="pairs per forward pass (default 32)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
-                        help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, "
-                             "fp16 (CUDA) or int8 (CPU, lossy) (default auto)")
+                        help="auto (bf16 where the hardware computes it natively; else fp32, int8 for a "
+                             "poly-encoder), fp32, bf16, fp16 (CUDA) or int8 (CPU, lossy) (default auto)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")

@@ -225,7 +225,7 @@ def passage_mlm_head(start: str, backbone: torch.nn.Module) -> torch.nn.Module:
     where the config ties them."""
     from transformers import AutoModelForMaskedLM
 
-    from ance_ir.modeling.cross_encoder import _quiet
+    from ance_ir.modeling.encoder import quiet_transformers
     from ance_ir.modeling.mlm import MaskedLM, mlm_head
     from ance_ir.modeling.resolve import ModelNotAvailableError
 
@@ -236,7 +236,7 @@ def passage_mlm_head(start: str, backbone: torch.nn.Module) -> torch.nn.Module:
     except (OSError, ValueError):  # a folder of separate towers, or no masked-LM architecture: a new head
         print(f"note: task.mlm_weight: {start} has no masked-LM head to start from; a new one is trained",
               file=sys.stderr)
-        with _quiet():
+        with quiet_transformers():
             mlm = AutoModelForMaskedLM.from_config(backbone.config)
     head = mlm_head(mlm)
     if head is None:
