@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import assert_refused, run_main
 
 from ance_ir.data import read_run, read_topics_tsv
 from ance_ir.search.__main__ import main as search_main
@@ -115,6 +116,17 @@ def test_pooling_and_normalize_flags_for_an_index_without_meta(toy_dense_index, 
     search(toy_dense_index, "both.trec", "--pooling", "cls", "--normalize")
     warning = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:"))
     assert "pooling mean, normalize false; searching with --pooling cls, --normalize" in warning
+
+
+def test_the_encoder_named_searches_with_the_index_settings_and_a_bad_tag_is_refused_first(
+        toy_dense_index, toy_collection, tiny_bert_dir, tmp_path, capsys):
+    base = ["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index), "--hits", "8"]
+    assert search_main([*base, "--output", str(tmp_path / "meta.trec")]) == 0
+    assert search_main([*base, "--encoder", str(tiny_bert_dir), "--output", str(tmp_path / "named.trec")]) == 0
+    assert read_run(tmp_path / "named.trec") == read_run(tmp_path / "meta.trec")  # mean pooling, as encoded
+    spaced = tmp_path / "my run.trec"
+    assert_refused(run_main(search_main, *base, "--index", "/nonexistent", "--output", str(spaced), capsys=capsys),
+                   "run tag 'my run' must be non-empty and contain no whitespace", spaced)
 
 
 def test_missing_index_and_offline_prebuilt_name(toy_collection, tmp_path):

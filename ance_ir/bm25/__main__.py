@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from ance_ir.cli import ArgumentParser, check_output, non_negative_float, positive_int, run_cli
-from ance_ir.data import write_run
+from ance_ir.cli import ArgumentParser, check_output, non_negative_float, positive_int, run_cli, unit_float
+from ance_ir.data import check_run_tag, write_run
 from ance_ir.datasets import resolve_corpus, resolve_topics
 
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     search_p.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-test, dl19)")
     search_p.add_argument("--output", required=True, help="TREC run file to write")
     search_p.add_argument("--k1", type=non_negative_float, default=0.9, help="BM25 term-frequency saturation")
-    search_p.add_argument("--b", type=non_negative_float, default=0.4, help="BM25 length normalisation")
+    search_p.add_argument("--b", type=unit_float, default=0.4, help="BM25 length normalisation, 0 to 1")
     search_p.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
     search_p.add_argument("--threads", type=positive_int, default=2, help="search threads")
     search_p.add_argument("--run-tag", default="bm25", help="the run file's last column")
@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.bm25 import BM25Searcher
 
     check_output(args.output)
+    check_run_tag(args.run_tag)
     topics = resolve_topics(args.topics)
     searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
     run = searcher.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)

@@ -169,6 +169,14 @@ def _in_order(query: np.ndarray, scores: np.ndarray) -> bool:
     return bool((query[1:] >= query[:-1]).all() and not (same_query & (scores[1:] > scores[:-1])).any())
 
 
+def check_run_tag(tag: str) -> str:
+    """``tag``, a run file's last column; ValueError when it is empty or holds whitespace (a CLI checks its tag
+    before any work, as :func:`write_run_table` does before writing)."""
+    if not tag or any(c.isspace() for c in tag):
+        raise ValueError(f"run tag {tag!r} must be non-empty and contain no whitespace")
+    return tag
+
+
 def write_run(run: Run, path: str | Path, tag: str = "ance-ir") -> None:
     """Write ``run`` atomically; each ranking is written in the order given (best first)."""
     write_run_table(RunTable.from_run(run), path, tag)
@@ -176,8 +184,7 @@ def write_run(run: Run, path: str | Path, tag: str = "ance-ir") -> None:
 
 def write_run_table(table: RunTable, path: str | Path, tag: str = "ance-ir") -> None:
     """Write ``table`` atomically as Pyserini's ``TrecWriter`` does: ranks from 1, scores with six decimals."""
-    if not tag or any(c.isspace() for c in tag):
-        raise ValueError(f"run tag {tag!r} must be non-empty and contain no whitespace")
+    check_run_tag(tag)
     docids, ranks = table.plain_docids(), pc.cast(pa.array(table.ranks()), pa.string())
     # each distinct score formatted once (ties are common: RRF, BM25); by bit pattern, which keeps -0.0
     values = pc.dictionary_encode(pa.array(table.scores.view(np.int64)))

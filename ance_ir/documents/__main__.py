@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
-from ance_ir.data import InputError, read_run, write_run
+from ance_ir.data import InputError, check_run_tag, read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
 from ance_ir.datasets import resolve_corpus, resolve_qrels
@@ -95,10 +95,11 @@ def _positions(model: str | Path, tokenizer: Any) -> int:
 
 def _pool(args: argparse.Namespace) -> None:
     check_output(args.output)
+    tag = check_run_tag(args.run_tag or Path(args.output).name.split(".")[0])
     run = read_run(args.run)
     _check_split_ids((docid for ranking in run.values() for docid, _ in ranking), args.delimiter, args.run)
     pooled = pool_run(run, args.pooling, args.hits, args.delimiter)
-    write_run(pooled, args.output, tag=args.run_tag or Path(args.output).name.split(".")[0])
+    write_run(pooled, args.output, tag=tag)
     print(f"wrote {args.output}: {len(pooled)} queries", file=sys.stderr)
 
 

@@ -35,7 +35,7 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import InputError, RunTable, read_run_table, write_run_table
+from ance_ir.data import InputError, RunTable, check_run_tag, read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
 from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     depth = args.depth or max(args.hits, 1000)
     check_output(args.output)
+    check_run_tag(args.run_tag)
     _check_method_settings(args)
     fill_defaults(args, {"alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})
 

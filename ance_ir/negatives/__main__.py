@@ -37,6 +37,7 @@ from ance_ir.cli import (
     non_negative_int,
     positive_int,
     run_cli,
+    unit_float,
 )
 from ance_ir.negatives.sources import CANDIDATE_SOURCES
 
@@ -61,7 +62,7 @@ def build_parser() -> ArgumentParser:
     source.add_argument("--run", help="run: TREC run file")
     source.add_argument("--hits", type=positive_int, default=200, help="candidates retrieved per query (default 200)")
     source.add_argument("--k1", type=non_negative_float, help="bm25: k1 (default 0.9)")
-    source.add_argument("--b", type=non_negative_float, help="bm25: b (default 0.4)")
+    source.add_argument("--b", type=unit_float, help="bm25: b, 0 to 1 (default 0.4)")
     source.add_argument("--threads", type=positive_int,
                         help="bm25: search threads; dense: torch and faiss threads (default 2)")
     source.add_argument("--batch-size", type=positive_int, help="dense: query batch size (default 64)")

@@ -38,6 +38,7 @@ from ance_ir.cli import (
     positive_int,
     run_cli,
 )
+from ance_ir.data import check_run_tag
 from ance_ir.train.settings import INFERENCE_PRECISIONS
 
 
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.run and not args.topics:
         raise ValueError("--run needs --topics (the queries' texts)")
     check_output(args.output)
+    if args.run:
+        args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem.removesuffix(".trec"))
     load_cli_plugins(args.imports)
 
     import torch
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     run = rerank(first_stage, topics, passages, model, args.depth, batch_size=args.batch_size,
                  precision=args.precision, show_progress=not args.quiet)
     run = truncate(run, args.hits)
-    write_run(run, args.output, tag=args.run_tag or Path(args.output).stem.removesuffix(".trec"))
+    write_run(run, args.output, tag=args.run_tag)
     pairs = sum(min(len(r), args.depth) for r in first_stage.values())
     print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked", file=sys.stderr)
     if qrels:

@@ -24,9 +24,11 @@ queries are encoded by its model to integer term weights and searched with Pyser
 
     python -m ance_ir.search --topics rag24-mini-test --index indexes/rag24-mini.splade --output runs/splade.trec
 
-Queries are encoded as the index's ``meta.json`` records (encoder, pooling, normalisation). An index without
-one (built by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and
-``--normalize``; given for an index whose ``meta.json`` says otherwise, the flags win with a warning.
+Queries are encoded as the index's ``meta.json`` records (encoder, pooling, normalisation); another model named
+with ``--encoder`` keeps the index's pooling, normalisation, query length and prefix. An index without one (built
+by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and ``--normalize``; given
+for an index whose ``meta.json`` says otherwise, the flags win with a warning. ``--nprobe``/``--ndocs`` apply to a
+token index only, ``--fusion``/``--alpha`` to hybrid search only (``--bm25-index``).
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
     check_output,
+    fill_defaults,
+    given_flags,
     load_cli_plugins,
     positive_int,
     run_cli,
     unit_float,
 )
-from ance_ir.data import write_run
+from ance_ir.data import check_run_tag, write_run
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
 
@@ -65,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--normalize", action=argparse.BooleanOptionalAction,
                         help="L2-normalise query vectors (default: the index's meta.json, else the encoder's own)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
-    parser.add_argument("--nprobe", type=int, default=4,
+    parser.add_argument("--nprobe", type=int,
                         help="token index: centroids probed per query token for candidates (0: exhaustive MaxSim "
                              "over every passage; default 4)")
-    parser.add_argument("--ndocs", type=int, default=0,
+    parser.add_argument("--ndocs", type=int,
                         help="token index: score exactly only the N candidates best by centroid interaction "
                              "(PLAID's pruning; 0: every candidate, the default)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
@@ -76,14 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
     parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
-    parser.add_argument("--fusion", choices=["interpolation", "rrf"], default="interpolation",
-                        help="how --bm25-index's run and the dense run are fused")
-    parser.add_argument("--alpha", type=unit_float, default=0.1,
+    parser.add_argument("--fusion", choices=["interpolation", "rrf"],
+                        help="how --bm25-index's run and the dense run are fused (default interpolation)")
+    parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_output(args.output)
+    args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem)
+    _check_hybrid_settings(args)
     load_cli_plugins(args.imports)
 
     import faiss
@@ -103,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
-    elif args.ndocs:
-        raise ValueError(f"{args.index}: --ndocs prunes a token index's candidates; this is not a token index")
+    elif given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"}):
+        flag = given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"})[0]
+        raise ValueError(f"{args.index}: {flag} applies to a token index's candidates; this is not a token index")
     elif is_impact_index(args.index):
         run = _impact_search(args, topics, device)
     else:
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run = reciprocal_rank_fusion([run, sparse], depth=args.hits, k=args.hits)
 
-    write_run(run, args.output, tag=args.run_tag or Path(args.output).stem)
+    write_run(run, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import evaluate, format_table
@@ -131,11 +138,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _check_hybrid_settings(args: argparse.Namespace) -> None:
+    """Refuse ``--fusion``/``--alpha`` without ``--bm25-index``, and ``--alpha`` with rrf; fill in their defaults."""
+    given = given_flags(args, {"--fusion": "fusion", "--alpha": "alpha"})
+    if given and not args.bm25_index:
+        raise ValueError(f"{given[0]} sets hybrid search; it needs --bm25-index")
+    if args.fusion == "rrf" and "--alpha" in given:
+        raise ValueError("--alpha weights --fusion interpolation; rrf has no weight")
+    fill_defaults(args, {"fusion": "interpolation", "alpha": 0.1})
+
+
 def _token_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
     """Late-interaction search of a token index with the colbert model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.token_index import load_token_index
     from ance_ir.search.tokens import TokenSearcher, model_for_index
 
+    fill_defaults(args, {"nprobe": 4, "ndocs": 0})
     if args.pooling or args.normalize is not None:
         raise ValueError(f"{args.index}: a token index; --pooling and --normalize are dense settings")
     if args.nprobe < 0:

@@ -43,8 +43,15 @@ def _recorded(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+#: the recorded settings that turn a query into a vector without changing the model's weights: they follow the
+#: index even when another encoder is named
+QUERY_SETTINGS = ("pooling", "normalize", "query_max_length", "query_prefix")
+
+
 def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) -> DenseEncoder:
-    """The encoder named on the command line, else the one recorded in the index's ``meta.json``.
+    """The encoder named on the command line, else the one recorded in the index's ``meta.json``, with the
+    index's recorded settings (a named encoder: its :data:`QUERY_SETTINGS`, so that its queries land in the
+    index's vector space).
 
     ``overrides`` (EncoderConfig fields, e.g. ``pooling``, ``normalize`` from ``--pooling``/``--normalize``)
     configure the query encoder; they are how an index without ``meta.json`` (a Pyserini-built one) is
@@ -64,6 +71,8 @@ def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) 
         overrides = {**dense.meta.get("encoder_config", {}), **overrides}
         if encoder is None:
             raise ValueError(f"{dense.folder}: no meta.json names the encoder; pass --encoder")
+    else:
+        overrides = {**{k: v for k, v in recorded.items() if k in QUERY_SETTINGS}, **overrides}
     return load_model(encoder, dense.meta.get("kind"), **overrides)
 
 

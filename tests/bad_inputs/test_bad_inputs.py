@@ -81,6 +81,7 @@ RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl -
 
 CASES = {
     # bm25 index: every defect of a corpus file, before Java starts
+    "bm25-b-above-1": Case("bm25", BM25_SEARCH + " --b 1.5", "", "argument --b: expected a number between 0 and 1"),
     "bm25-index-missing-corpus": Case("bm25", "index --corpus {T}/nope.jsonl --output {T}/ix", "{T}/nope.jsonl",
                                       "no such corpus file"),
     "bm25-index-empty-corpus": Case("bm25", "index --corpus {F}/empty.tsv --output {T}/ix", "{F}/empty.tsv",
@@ -165,6 +166,12 @@ CASES = {
                                       "missing (a dense index folder needs",
                                       {"empty": None}),
     "search-hits-0": Case("search", SEARCH + " --hits 0", "", "argument --hits"),
+    "search-alpha-without-bm25": Case("search", SEARCH + " --alpha 0.5", "",
+                                      "--alpha sets hybrid search; it needs --bm25-index"),
+    "search-alpha-with-rrf": Case("search", SEARCH + " --bm25-index {W}/lucene --fusion rrf --alpha 0.5", "",
+                                  "--alpha weights --fusion interpolation; rrf has no weight"),
+    "search-nprobe-on-a-dense-index": Case("search", SEARCH + " --nprobe 8", "",
+                                           "--nprobe applies to a token index's candidates"),
     "search-alpha-2": Case("search", SEARCH + " --alpha 2", "", "argument --alpha: expected a number between 0 and 1"),
     "search-wrong-dimension": Case("search", SEARCH + " --encoder {W}/model16", "",
                                    "dimension"),
