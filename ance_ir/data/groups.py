@@ -18,7 +18,7 @@ from typing import Any
 
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
-from ance_ir.data.lines import iter_lines, json_object
+from ance_ir.data.lines import check_id, iter_lines, json_object
 
 PASSAGE_KEYS = ("docid", "title", "text", "score")
 
@@ -68,6 +68,7 @@ def _parse_passage(path: Path, lineno: int, field: str, obj: Any) -> GroupPassag
     docid = obj.get("docid")
     if not isinstance(docid, str) or not docid.strip():
         raise InputError(path, f'a passage of "{field}" has a missing, empty or non-string "docid"', lineno)
+    check_id(path, lineno, "docid", docid)
     for key in ("text", "title"):
         if key in obj and not isinstance(obj[key], str):
             raise InputError(path, f'passage {docid!r}: "{key}" must be a string', lineno)
@@ -75,9 +76,12 @@ def _parse_passage(path: Path, lineno: int, field: str, obj: Any) -> GroupPassag
     if score is not None:
         if isinstance(score, bool) or not isinstance(score, (int, float)):
             raise InputError(path, f'passage {docid!r}: "score" must be a number', lineno)
+        try:
+            score = float(score)  # an integer beyond a float's range overflows
+        except OverflowError:
+            score = math.inf
         if not math.isfinite(score):
-            raise InputError(path, f'passage {docid!r}: "score" is not finite ({score})', lineno)
-        score = float(score)
+            raise InputError(path, f'passage {docid!r}: "score" is not a finite number', lineno)
     return GroupPassage(docid, obj.get("text"), score, obj.get("title"))
 
 
@@ -91,6 +95,9 @@ def _parse_group(path: Path, lineno: int, line: str) -> TrainingGroup:
     qid = obj["query_id"].strip()
     if not qid:
         raise InputError(path, "empty query id", lineno)
+    check_id(path, lineno, "query id", qid)
+    if not obj["query"].strip():
+        raise InputError(path, f"query {qid!r} has no text", lineno)
     lists = []
     for field in ("positive_passages", "negative_passages"):
         if field not in obj:

@@ -136,7 +136,7 @@ def read_plain_run(path: Path) -> RunTable | None:
             raw = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error):
         return None
-    if not raw.isascii() or any(byte in raw for byte in _OTHER_WHITESPACE):
+    if not raw.isascii() or any(byte in raw for byte in _OTHER_WHITESPACE) or _empty_column(raw):
         return None
     try:
         table = pv.read_csv(
@@ -161,6 +161,12 @@ def read_plain_run(path: Path) -> RunTable | None:
         return RunTable(qids, docids, scores)
     order = np.lexsort((-scores, first_seen))
     return RunTable(qids.take(order), docids.take(order), scores[order])
+
+
+def _empty_column(raw: bytes) -> bool:
+    """Whether a line of ``raw`` has an empty column (a doubled, leading or trailing space), which the line reader
+    refuses and a split on single spaces would read as an empty id."""
+    return b"  " in raw or b"\n " in raw or b" \n" in raw or raw.startswith(b" ") or raw.endswith(b" ")
 
 
 def _in_order(query: np.ndarray, scores: np.ndarray) -> bool:
