@@ -5,6 +5,7 @@ the CLIs' bad inputs."""
 from __future__ import annotations
 
 import math
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -323,6 +324,15 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
                    "not a token index", output)
     assert_refused(run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),
                               "--shard", "0/2"), "a token index is encoded in one process", output)
+    assert_refused(search(token_index, "--encoder", str(bert)), "has no trained colbert projection", output)
+    copy = tmp_path / "copy"
+    shutil.copytree(token_index, copy)
+    assert_refused(run_module("ance_ir.index.compress", "--index", str(copy), "--output", str(copy), "--force"),
+                   "is the index itself", output)
+    codes = np.load(copy / "codes.npy")
+    codes[0] = len(np.load(copy / "centroids.npy"))
+    np.save(copy / "codes.npy", codes)
+    assert_refused(search(copy), f"codes.npy: holds centroid {codes[0]}, but there are {codes[0]}", output)
 
 
 def test_colbertv2_distils_a_teachers_scores_with_kl(bert, collection, tmp_path):

@@ -140,6 +140,18 @@ def test_docid_count_mismatch_names_the_docid_file(tmp_path, vectors):
         load_dense_index(tmp_path / "ix")
 
 
+@pytest.mark.parametrize(("docid", "line", "message"), [
+    ("doc1", 3, "docid 'doc1' repeated \\(first on line 2\\)"), ("", 3, "docid '' is empty"),
+])
+def test_a_docid_file_with_a_repeated_or_empty_docid_is_refused(tmp_path, vectors, docid, line, message):
+    write_dense_index(tmp_path / "ix", build_index(vectors, "flat"), DOCIDS)
+    lines = (tmp_path / "ix" / "docid").read_text().split("\n")
+    lines[line - 1] = docid
+    (tmp_path / "ix" / "docid").write_text("\n".join(lines))
+    with pytest.raises(InputError, match=rf"docid:{line}: {message}"):
+        load_dense_index(tmp_path / "ix")
+
+
 @pytest.mark.parametrize(("broken", "message"), [
     ("index", "index: missing"), ("docid", "docid: missing"),
     ("garbage", "index: not a readable faiss index"), ("meta", "meta.json: says count 3"),

@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     check_output(args.output, folder=True)
+    if Path(args.output).resolve() == Path(args.index).resolve():
+        raise ValueError(f"--output {args.output} is the index itself; compression is lossy, write a new folder")
     if Path(args.output).exists() and not args.force:
         raise ValueError(f"{args.output} already exists; pass --force to replace it")
     compressed = compress_index(args.index, args.output, args.bits, args.sample, show_progress=not args.quiet)

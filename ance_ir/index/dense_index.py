@@ -37,6 +37,18 @@ def check_docid(docid: str) -> None:
         raise ValueError(f"docid {docid!r} is empty or contains whitespace, which a dense index cannot store")
 
 
+def check_docid_lines(path: Path, docids: list[str], step: int = 1) -> None:
+    """A docid file read back (``docids``: every ``step``-th line): InputError naming the line of an id that is
+    empty, holds whitespace or repeats."""
+    first: dict[str, int] = {}
+    for i, docid in enumerate(docids):
+        lineno = i * step + 1
+        if docid.split() != [docid]:
+            raise InputError(path, f"docid {docid!r} is empty or contains whitespace", lineno)
+        if first.setdefault(docid, lineno) != lineno:
+            raise InputError(path, f"docid {docid!r} repeated (first on line {first[docid]})", lineno)
+
+
 @dataclass
 class DenseIndex:
     """A faiss inner-product index, its docids in faiss row order, and its ``meta.json``."""
@@ -193,6 +205,7 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
                                     f"{index.ntotal} vectors")
     if per > 1 and any(len(set(docids[i:i + per])) != 1 for i in range(0, len(docids), per)):
         raise InputError(docid_path, f"must repeat each docid on {per} consecutive lines (vectors_per_passage)")
+    check_docid_lines(docid_path, docids[::per], per)
     return DenseIndex(index, docids, meta, folder)
 
 

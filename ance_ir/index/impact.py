@@ -77,9 +77,10 @@ def is_impact_index(folder: str | Path) -> bool:
     if not meta.is_file():
         return False
     try:
-        return json.loads(meta.read_text(encoding="utf-8")).get("index") == "impact"
-    except (OSError, json.JSONDecodeError):
+        record = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return False
+    return isinstance(record, dict) and record.get("index") == "impact"
 
 
 def read_meta(folder: str | Path) -> dict[str, Any]:
@@ -89,10 +90,13 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
         raise InputError(folder, "no such impact index folder")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(path, f"not an impact index record ({e})") from None
-    if meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
+    if not isinstance(meta, dict) or meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
         raise InputError(folder, "not an impact index (meta.json index 'impact' and a lucene/ folder)")
+    missing = [key for key in ("encoder", "kind", "encoder_config") if key not in meta]
+    if missing:
+        raise InputError(path, f"names no {missing[0]!r} (an impact index records its model)")
     return meta
 
 

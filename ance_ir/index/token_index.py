@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, atomic_directory
-from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid
+from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid, check_docid_lines
 
 INDEX_TYPE = "tokens"
 DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE = "doclens.npy", "centroids.npy", "codes.npy"
@@ -220,8 +220,24 @@ def load_token_index(folder: str | Path) -> TokenIndex:
                                   (folder / DOCLENS_FILE, int(doclens.sum()), meta.get("tokens"))):
         if found != expected:
             raise InputError(path, f"holds {found} entries, {meta_path} says {expected}")
+    check_docid_lines(folder / DOCID_FILE, docids)
+    _check_arrays(folder, meta, arrays, compressed)
     return TokenIndex(folder, meta, docids, doclens, np.asarray(arrays[CENTROIDS_FILE]), arrays[CODES_FILE],
                       None if compressed else stored, stored if compressed else None)
+
+
+def _check_arrays(folder: Path, meta: dict, arrays: dict[str, np.ndarray], compressed: bool) -> None:
+    """InputError naming the array whose shape disagrees with ``meta.json`` (dimension, centroids, residual bits)
+    or whose centroid codes point past the centroids."""
+    dim, centroids = meta.get("dimension"), arrays[CENTROIDS_FILE]
+    stored, width = (RESIDUALS_FILE, -(-dim * meta["compression"]["bits"] // 8)) if compressed else (VECTORS_FILE, dim)
+    for name, shape, expected in ((CENTROIDS_FILE, centroids.shape, (meta.get("centroids"), dim)),
+                                  (stored, arrays[stored].shape[1:], (width,))):
+        if tuple(shape) != expected:
+            raise InputError(folder / name, f"has shape {tuple(shape)}, {folder / META_FILE} says {expected}")
+    codes = arrays[CODES_FILE]
+    if len(codes) and int(codes.max()) >= len(centroids):
+        raise InputError(folder / CODES_FILE, f"holds centroid {int(codes.max())}, but there are {len(centroids)}")
 
 
 def index_bytes(folder: str | Path) -> int:

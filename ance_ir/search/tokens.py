@@ -20,11 +20,16 @@ SCAN_TOKENS = 65_536  # token vectors per block of an exhaustive scan
 
 def model_for_index(index: TokenIndex, encoder: str | None = None) -> ColBERT:
     """The late-interaction model that encoded ``index``: ``encoder`` (a model dir, run folder, alias or HF id) or the
-    one its ``meta.json`` names, with the settings it recorded."""
+    one its ``meta.json`` names, with the settings it recorded; ValueError for a model without a trained
+    projection (a plain backbone would project with new random weights)."""
     from ance_ir.modeling.kinds import load_model
 
-    return load_model(encoder or index.meta["encoder"], index.meta.get("kind", "colbert"),
-                      **index.meta.get("encoder_config", {}))
+    name = encoder or index.meta["encoder"]
+    model = load_model(name, index.meta.get("kind", "colbert"), **index.meta.get("encoder_config", {}))
+    if model.fresh_head:
+        raise ValueError(f"{name}: has no trained {model.kind} projection (a plain backbone); search with the model "
+                         "that encoded the index")
+    return model
 
 
 class TokenSearcher:
