@@ -114,6 +114,8 @@ def test_resume_refuses_a_different_job(tmp_path, toy_collection, tiny_bert_dir,
         encode(corpus, tiny_bert_dir, out, "--chunk-size", "3", "--normalize")
     with pytest.raises(InputError, match="different chunk_size"):
         encode(corpus, tiny_bert_dir, out, "--chunk-size", "4")
+    with pytest.raises(InputError, match="different batch_size"):  # batch-mates change int8 and bf16 vectors
+        encode(corpus, tiny_bert_dir, out, "--chunk-size", "3", "--batch-size", "5")
     with open(corpus, "a") as f:
         f.write(json.dumps({"id": "d9", "contents": "a new passage"}) + "\n")
     argv = ["--corpus", str(corpus), "--encoder", str(tiny_bert_dir), "--output", str(out), "--chunk-size=3"]

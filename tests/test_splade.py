@@ -136,7 +136,7 @@ def test_encode_resumes_from_finished_chunks(model, index, toy_bert, tmp_path):
     (work / COLLECTION).mkdir(parents=True)
     job = {"corpus": str((root / "corpus.jsonl").resolve()), "corpus_sha256": read_meta(index)["corpus_sha256"],
            "encoder": str(toy_bert), "kind": "splade", "encoder_config": model.settings, "scale": 100,
-           "chunk_size": 3, "precision": "fp32"}
+           "chunk_size": 3, "batch_size": 32, "precision": "fp32"}
     (work / "job.json").write_text(json.dumps(job))
     first = (index / COLLECTION / "part-00000.jsonl").read_text()
     (work / COLLECTION / "part-00000.jsonl").write_text(first)

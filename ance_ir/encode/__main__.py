@@ -12,7 +12,9 @@ each docid m times (meta.json: vectors_per_passage); python -m ance_ir.search ke
 An interrupted run resumes from the chunks finished in OUTPUT.partial. Shard i/n encodes the i-th of n
 contiguous slices of the corpus and keeps its raw vectors, so merged shards can be any index type. Under
 torchrun each rank encodes shard RANK/WORLD_SIZE (on GPU LOCAL_RANK when there are GPUs) into
-OUTPUT.shards, and rank 0 merges them into OUTPUT: the same index as a one-process run.
+OUTPUT.shards, and rank 0 merges them into OUTPUT: the same index as a one-process run (the same vectors to
+float rounding at fp32; int8 and bf16 vectors depend on their batch-mates). A resume refuses a changed
+--batch-size or precision, which would change the vectors of the passages still to encode.
 
 A colbert model writes a token index (every kept token vector, float16, plus faiss k-means centroids; see
 ``ance_ir.index.token_index``), resumable the same way, in one process (no --shard, no torchrun):
@@ -159,6 +161,7 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
             index_type: str, *, overwrite: bool, show_progress: bool,
             reuse: bool = False) -> DenseIndex | TokenIndex | dict | None:
     """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
+    from ance_ir.modeling.inference import model_precision
     from ance_ir.modeling.kinds import load_model
 
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize),
@@ -171,6 +174,10 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
     encoder.to(device)
     encoder.inference_precision = args.precision
     name = str(Path(args.encoder).resolve()) if Path(args.encoder).is_dir() else args.encoder
+    for flag, value, index in (("--centroids", args.centroids, "tokens"), ("--scale", args.scale, "impact")):
+        if value is not None and encoder.index != index:
+            raise ValueError(f"{flag}: {args.encoder} is a {encoder.kind!r} model; {flag} is for "
+                             f"{'token' if index == 'tokens' else 'impact'} indexes")
     if encoder.index == "tokens":
         from ance_ir.encode.token_encoder import encode_tokens
 
@@ -193,9 +200,8 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
         return encode_impacts(corpus, encoder, output, encoder_name=name, scale=scale, batch_size=args.batch_size,
                               chunk_size=args.chunk_size, threads=args.threads or 1,
                               overwrite=overwrite, show_progress=show_progress)
-    if args.scale is not None:
-        raise ValueError(f"--scale: {args.encoder} is a {encoder.kind!r} model; --scale is for impact indexes")
-    if reuse and shard and finished_shard(output, shard, corpus, name, encoder.config.to_dict()):
+    if reuse and shard and finished_shard(output, shard, corpus, name, encoder.config.to_dict(),
+                                          model_precision(encoder)):
         print(f"reused finished shard {output}", file=sys.stderr)
         return None
     return encode_corpus(corpus, encoder, output, encoder_name=name, index_type=index_type,

@@ -178,7 +178,7 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "kind": encoder.kind, "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
-           "chunk_size": chunk_size, "precision": model_precision(encoder)}
+           "chunk_size": chunk_size, "batch_size": batch_size, "precision": model_precision(encoder)}
     per = getattr(encoder, "vectors_per_passage", 1)
     if per > 1:
         job["vectors_per_passage"] = per

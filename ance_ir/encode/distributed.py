@@ -4,7 +4,9 @@ Rank ``r`` of ``N`` encodes :class:`Shard` ``(r, N)`` into ``OUTPUT.shards/r-of-
 shard: rerunning the same command reuses finished shards and finished chunks). All ranks then meet in one
 ``gloo`` collective that also carries their errors; if every shard was written, rank 0 merges them into
 ``OUTPUT`` with :func:`~ance_ir.index.merge_indexes` and removes ``OUTPUT.shards``. The result is the index
-a one-process run writes (same docids in corpus order, same vectors, same ``meta.json`` fields).
+a one-process run writes (same docids in corpus order, same ``meta.json`` fields, and the same vectors to float
+rounding at fp32; at int8 or bf16 a passage's vector depends on its batch-mates, which a shard's chunks
+group differently).
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ def shard_output(output: str | Path, shard: Shard) -> Path:
     return shards_folder(output) / f"{shard.index}-of-{shard.count}"
 
 
-def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder_config: dict[str, Any]) -> bool:
-    """Whether ``folder`` holds this very shard (same corpus, encoder and settings) from an earlier attempt."""
+def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder_config: dict[str, Any],
+                   precision: str) -> bool:
+    """Whether ``folder`` holds this very shard (same corpus, encoder, settings and precision) from an earlier
+    attempt."""
     try:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -81,6 +85,7 @@ def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, 
     recorded = meta.get("shard") or {}
     return (recorded.get("index"), recorded.get("count")) == (shard.index, shard.count) and \
         meta.get("encoder") == encoder_name and meta.get("encoder_config") == encoder_config and \
+        meta.get("precision") == precision and \
         meta.get("corpus_sha256") == sha256_file(corpus) and (folder / "vectors.npy").is_file()
 
 

@@ -50,7 +50,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         total = count_passages(corpus)
         job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
                "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
-               "precision": model_precision(model)}
+               "batch_size": batch_size, "precision": model_precision(model)}
         work = work_folder(output)
         open_work([output], work, job)
         parts = work / COLLECTION

@@ -40,8 +40,11 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
     total = count_passages(corpus)
+    from ance_ir.modeling import model_precision
+
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
-           "kind": model.kind, "encoder_config": model.settings, "shard": None, "chunk_size": chunk_size}
+           "kind": model.kind, "encoder_config": model.settings, "shard": None, "chunk_size": chunk_size,
+           "batch_size": batch_size, "precision": model_precision(model)}
 
     def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         vectors = model.encode_passages(texts, batch_size=batch_size)

@@ -136,6 +136,8 @@ CASES = {
     "bm25-search-output-is-a-folder": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{T}/out"), "{T}/out",
                                            "is a folder", {"out": None}),
     # encode
+    "encode-centroids-for-a-dense-model": Case("encode", ENCODE + " --centroids 8", "",
+                                               "--centroids is for token indexes"),
     "encode-missing-corpus": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{T}/c.jsonl"), "{T}/c.jsonl",
                                   "no such corpus file"),
     "encode-duplicate-id": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{F}/corpus_duplicate.jsonl"),
