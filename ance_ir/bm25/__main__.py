@@ -10,6 +10,7 @@ term recall (``task: deepct`` with ``task.target: query``), over the unchanged p
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ance_ir.cli import ArgumentParser, check_output, non_negative_float, positive_int, run_cli, unit_float
 from ance_ir.data import check_run_tag, write_run
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     index_p.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name")
     index_p.add_argument("--output", required=True, help="index folder to create")
     index_p.add_argument("--threads", type=positive_int, default=2, help="indexing threads")
+    index_p.add_argument("--force", action="store_true", help="replace an existing output folder")
     search_p = sub.add_parser("search", help="batch BM25 search to a TREC run")
     search_p.add_argument("--index", required=True, help="Lucene index folder")
     search_p.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-test, dl19)")
@@ -42,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         from ance_ir.bm25 import build_lucene_index
 
         check_output(args.output, folder=True)
+        if Path(args.output).exists() and not args.force:
+            raise ValueError(f"{args.output} already exists; pass --force to replace it")
         out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
         print(f"wrote Lucene index {out}", file=sys.stderr)
         return 0

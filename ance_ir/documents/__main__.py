@@ -51,6 +51,10 @@ def _check_split_ids(ids: Iterable[str], delimiter: str, source: str | Path) -> 
 
 def _derive(args: argparse.Namespace) -> None:
     check_output(args.output, folder=True)
+    names = [f"qrels.{_stem(name)}.txt" for name in args.qrels]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise ValueError(f"--qrels: two of them would both be written to {twice}")
     corpus = resolve_corpus(args.corpus)
     segments = list(iter_corpus(corpus))
     _check_split_ids((segment.docid for segment in segments), args.delimiter, corpus)
@@ -59,8 +63,8 @@ def _derive(args: argparse.Namespace) -> None:
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     write_corpus(documents, output / "corpus.jsonl")
-    for name, judged in qrels.items():
-        write_qrels(judged, output / f"qrels.{_stem(name)}.txt")
+    for judged, file in zip(qrels.values(), names, strict=True):
+        write_qrels(judged, output / file)
     print(f"wrote {output}: {len(documents)} documents, qrels {', '.join(qrels)}", file=sys.stderr)
 
 

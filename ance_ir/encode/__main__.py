@@ -75,8 +75,11 @@ def merge_main(argv: list[str]) -> int:
     parser.add_argument("--inputs", nargs="+", required=True, help="index folders to merge")
     parser.add_argument("--output", required=True, help="merged index folder to create")
     parser.add_argument("--index-type", choices=INDEX_TYPES, help="default: the inputs' type")
+    parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     args = parser.parse_args(argv)
     check_output(args.output, folder=True)
+    if Path(args.output).exists() and not args.force:
+        raise ValueError(f"{args.output} already exists; pass --force to replace it")
     _report(merge_indexes(args.inputs, args.output, args.index_type))
     return 0
 

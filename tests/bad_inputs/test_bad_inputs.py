@@ -82,6 +82,8 @@ RERANK = "--run {W}/run.trec --topics {W}/topics.tsv --corpus {W}/corpus.jsonl -
 CASES = {
     # bm25 index: every defect of a corpus file, before Java starts
     "bm25-b-above-1": Case("bm25", BM25_SEARCH + " --b 1.5", "", "argument --b: expected a number between 0 and 1"),
+    "bm25-index-output-exists": Case("bm25", "index --corpus {W}/corpus.jsonl --output {T}/ix", "",
+                                     "{T}/ix already exists; pass --force to replace it", {"ix": None}),
     "bm25-index-missing-corpus": Case("bm25", "index --corpus {T}/nope.jsonl --output {T}/ix", "{T}/nope.jsonl",
                                       "no such corpus file"),
     "bm25-index-empty-corpus": Case("bm25", "index --corpus {F}/empty.tsv --output {T}/ix", "{F}/empty.tsv",
@@ -136,6 +138,8 @@ CASES = {
     "bm25-search-output-is-a-folder": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{T}/out"), "{T}/out",
                                            "is a folder", {"out": None}),
     # encode
+    "encode-merge-output-exists": Case("encode", "merge --inputs {W}/dense --output {T}/m", "",
+                                       "{T}/m already exists; pass --force to replace it", {"m": None}),
     "encode-centroids-for-a-dense-model": Case("encode", ENCODE + " --centroids 8", "",
                                                "--centroids is for token indexes"),
     "encode-missing-corpus": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{T}/c.jsonl"), "{T}/c.jsonl",
@@ -356,6 +360,9 @@ CASES = {
     "documents-derive-bad-qrels": Case("documents", "derive --corpus {T}/seg.jsonl --qrels {F}/qrels_grade.txt "
                                        "--output {T}/d", "{F}/qrels_grade.txt:2", "relevance 'high' is not an integer",
                                        SEGMENTS),
+    "documents-derive-qrels-to-one-file": Case("documents", "derive --corpus {T}/seg.jsonl --qrels {W}/qrels.txt "
+                                               "{F}/qrels.txt --output {T}/d", "",
+                                               "two of them would both be written to qrels.qrels.txt", SEGMENTS),
     "documents-derive-output-is-a-file": Case("documents", "derive --corpus {T}/seg.jsonl --output {T}/d", "{T}/d",
                                               "exists and is not a folder", {**SEGMENTS, "d": "a file"}),
     "documents-empty-delimiter": Case("documents", POOL + " --delimiter=", "",
