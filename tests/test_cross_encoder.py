@@ -262,6 +262,15 @@ def test_the_contrastive_task_refuses_a_cross_encoder(toy_bert, collection, tmp_
                                                     task={"name": "contrastive"}, model={"kind": "cross-encoder"}))
 
 
+def test_a_saved_cross_encoder_as_model_name_is_refused_by_the_contrastive_task(toy_bert, collection, tmp_path):
+    load_model(toy_bert, "cross-encoder").save_pretrained(tmp_path / "ce")
+    with pytest.raises(ValueError, match=r"model.name: .*ce is a saved 'cross-encoder' model; task 'contrastive' "
+                                         r"trains 'dense' models"):
+        load_sections(tmp_path / "c.yaml", settings(collection, toy_bert, tmp_path / "run",
+                                                    task={"name": "contrastive"},
+                                                    model={"name": str(tmp_path / "ce"), "max_length": None}))
+
+
 @pytest.fixture()
 def first_stage(collection) -> Path:
     """A toy first-stage run: every passage for every query, in a fixed order."""

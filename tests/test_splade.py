@@ -183,6 +183,23 @@ def test_flops_warmup_is_quadratic():
     assert flops_weight(0.5, 0, 0) == 0.5
 
 
+def test_the_flops_warm_up_counts_optimizer_steps_under_gradient_accumulation():
+    from types import SimpleNamespace
+
+    from ance_ir.train.splade import SpladeTask
+
+    def lambdas(accumulation: int) -> tuple[float, float]:  # after 40 micro-batches of 4 queries
+        config = SimpleNamespace(task=SimpleNamespace(batch_size=4, options={"flops_warmup_steps": 20}),
+                                 optim=SimpleNamespace(grad_accumulation=accumulation))
+        task = SimpleNamespace(options=SpladeTask.options, ctx=SimpleNamespace(config=config), epochs_done=2.0,
+                               examples=80)
+        return SpladeTask.lambdas(task)
+
+    lambda_q = SpladeTask.options["lambda_q"]
+    assert lambdas(1)[0] == pytest.approx(lambda_q)  # 40 steps: warmed up
+    assert lambdas(4)[0] == pytest.approx(lambda_q * (10 / 20) ** 2)  # 10 steps of 4 micro-batches
+
+
 def test_the_task_trains_and_its_loss_falls(toy_bert, tmp_path):
     from ance_ir.train.arguments import build_config
     from ance_ir.train.runlog import read_log

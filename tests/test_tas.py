@@ -130,6 +130,8 @@ def test_tas_b_trains_and_resumes_bit_identically(toy, tmp_path):
     ({"n_negatives": 2}, "one .positive, negative. pair per query"),
     ({"task.clusters_per_batch": 0}, "task.clusters_per_batch: must be a positive integer"),
     ({"task.bins": 0}, "task.bins: must be a positive integer"),
+    ({"negatives": "random"}, "negatives.name: tas-b draws its pairs from the groups' scored negatives"),
+    ({"negatives.denoise_above": 0.5, "negatives.denoised_share": 0.5}, "negatives.denoised_share: tas-b's margin"),
 ])
 def test_tas_b_refuses_what_it_cannot_train_with(toy, tmp_path, settings, message):
     groups = tmp_path / "groups.jsonl"

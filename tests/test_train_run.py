@@ -178,6 +178,8 @@ def test_init_from_a_run_folder_starts_from_its_latest_checkpoint(straight_run, 
     start = weights(RunDir(output).checkpoints / "step-00000000")
     for name, tensor in weights(list_checkpoints(RunDir(straight_run))[-1]).items():
         assert torch.equal(start[name], tensor), name
+    card = (RunDir(output).final / "README.md").read_text()
+    assert yaml.safe_load(card.split("---\n")[1])["base_model"] == str(straight_run)  # not the ignored name
     empty = RunDir(tmp_path / "empty-run")
     empty.checkpoints.mkdir(parents=True)
     with pytest.raises(InputError, match="no complete checkpoint"):
@@ -206,6 +208,14 @@ def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatc
     train(toy_config(toy, output))
     with pytest.raises(AssertionError):
         assert_same_training(output, straight_run)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a pickle", b"PK\x03\x04 truncated zip"])
+def test_an_unreadable_trainer_state_is_one_error_naming_it(tmp_path, content):
+    (tmp_path / STATE_FILE).write_bytes(content)
+    with pytest.raises(InputError, match=rf"{STATE_FILE}: unreadable trainer state \(") as raised:
+        load_trainer_state(tmp_path)
+    assert "\n" not in str(raised.value)
 
 
 def test_a_resumed_run_keeps_its_passage_buckets_and_a_new_one_takes_the_devices(toy, tmp_path):

@@ -42,7 +42,8 @@ from ance_ir.train.settings import (
 )
 
 # Settings a resumed run may change: they decide when and how things are saved or run, not what is learned
-# from which data (refresh.mode and refresh.max_staleness do change which negatives later steps see).
+# from which data (refresh.mode, refresh.max_staleness and refresh.precision do change which negatives later steps
+# see, so a run resumed with another of them is no longer the one it would have been).
 RESUMABLE = frozenset({"stop_at", "log_every", "save_every", "keep_checkpoints", "device", "progress", "threads",
                        "refresh.device", "refresh.mode", "refresh.max_staleness", "refresh.batch_size",
                        "refresh.precision", "refresh.threads", "refresh.final", "refresh.keep_index"})

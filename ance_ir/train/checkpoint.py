@@ -8,6 +8,7 @@ hidden temporary name and renamed into place, so every listed checkpoint is comp
 
 from __future__ import annotations
 
+import pickle
 import random
 import re
 import shutil
@@ -63,8 +64,9 @@ def save_checkpoint(run: RunDir, step: int, model: Any, state: dict[str, Any]) -
 def load_trainer_state(folder: Path) -> dict[str, Any]:
     try:
         return torch.load(folder / STATE_FILE, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError) as e:
-        raise InputError(folder / STATE_FILE, f"unreadable trainer state ({str(e).splitlines()[0]})") from None
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:  # a truncated or foreign file
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(folder / STATE_FILE, f"unreadable trainer state ({reason})") from None
 
 
 def prune_checkpoints(run: RunDir, keep: int) -> None:

@@ -33,6 +33,17 @@ def _check(section: Any, declared: dict[str, Any]) -> None:
     section.options = check_options(declared, section.options, section.section, known)
 
 
+def _saved_kind(name: str) -> str | None:
+    """The kind a local model folder records (None for an alias, a hub id or a folder without a record)."""
+    from pathlib import Path
+
+    from ance_ir.modeling.kinds import saved_kind
+    from ance_ir.modeling.resolve import resolve_model_path
+
+    path = resolve_model_path(name)
+    return saved_kind(path) if Path(path).is_dir() else None
+
+
 def check_components(config: TrainConfig) -> None:
     """Import the config's plugins, then check every component it names; ConfigError on the first problem."""
     import ance_ir.pretrain_data  # noqa: F401 - registers the pretraining data sources
@@ -73,6 +84,10 @@ def check_components(config: TrainConfig) -> None:
     if task.model_kind is not None and not issubclass(kind, kind_class(task.model_kind)):
         raise ConfigError("model.kind", f"task {task.name!r} trains {task.model_kind!r} models, got "
                                         f"{config.model.kind!r}")
+    saved = _saved_kind(config.model.name) if config.model.kind is None and not config.model.init_from else None
+    if saved is not None and not issubclass(kind_class(saved), kind_class(task.model_kind or "dense")):
+        raise ConfigError("model.name", f"{config.model.name} is a saved {saved!r} model; task {task.name!r} trains "
+                                        f"{task.model_kind or 'dense'!r} models")
     declared = getattr(kind, "options", {})
     given = check_options(declared, config.model.options, "model",
                           [config.model.qualified(n) for n in section_fields(type(config.model))])

@@ -18,8 +18,14 @@ MEASURE_NAMES = {"ndcg_cut_10": "nDCG@10", "recip_rank": "MRR", "recall_100": "R
                  "map": "MAP"}
 
 
+def _start(settings: dict[str, Any]) -> str:
+    """The model training started from: ``model.init_from`` (a model or a run's latest checkpoint) over the
+    ``model.name`` it overrides."""
+    return settings["model"].get("init_from") or settings["model"]["name"]
+
+
 def _front_matter(settings: dict[str, Any], kind: str) -> str:
-    meta: dict[str, Any] = {"library_name": "ance-ir", "base_model": settings["model"]["name"],
+    meta: dict[str, Any] = {"library_name": "ance-ir", "base_model": _start(settings),
                             "tags": ["ance-ir", kind, f"task:{settings['task']['name']}"]}
     if kind == "dense":
         meta["tags"].append("sentence-transformers")
@@ -91,7 +97,7 @@ def write_model_card(folder: str | Path, run: RunDir) -> Path:
     usage = "deepct-query" if kind == "deepct" and _deepct_target(folder) == "query" else kind
     text = (_front_matter(settings, kind)
             + f"\n# {run.root.name}\n\nA `{kind}` model trained by ance-ir's `{settings['task']['name']}` task from "
-              f"`{settings['model']['name']}` (seed {settings['seed']}).\n\n"
+              f"`{_start(settings)}` (seed {settings['seed']}).\n\n"
             + "## Training\n\n" + _training(run) + "\n\nSettings (`config.json` of the run folder):\n\n```yaml\n"
             + yaml.safe_dump({k: v for k, v in settings.items() if k != "output"}, sort_keys=False) + "```\n\n"
             + "## Results\n\n" + _results(run, settings["refresh"]["eval_topics"]) + "\n\n"

@@ -6,8 +6,8 @@ Each query's term weights are scored by dot product against its own group (``[B,
 every passage of the batch (``[B, B*G]``, judged-relevant passages of other queries masked); the scores go to the
 configured loss, plus the FLOPS regulariser (Paria et al.) of the queries' and the passages' weights,
 ``lambda_q * flops(q) + lambda_d * flops(d)`` with ``flops(w) = sum_j (mean_i w_ij)^2``. As in SPLADE, both lambdas
-grow quadratically from 0 to their value over the first ``flops_warmup_steps`` batches. No ANN refresh (an impact
-index is not rebuilt during training); in-batch negatives are not gathered across processes.
+grow quadratically from 0 to their value over the first ``flops_warmup_steps`` optimizer steps. No ANN refresh (an
+impact index is not rebuilt during training); in-batch negatives are not gathered across processes.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ class SparseEncoder(torch.nn.Module):
         return self.model.embed(queries), self.model.embed(passages)
 
 
-def flops_weight(value: float, batches: float, warmup: int) -> float:
-    """``value`` after ``batches`` batches of a quadratic warm-up over ``warmup`` batches (0: none)."""
-    return value if warmup <= 0 else value * min(1.0, (batches / warmup) ** 2)
+def flops_weight(value: float, steps: float, warmup: int) -> float:
+    """``value`` after ``steps`` steps of a quadratic warm-up over ``warmup`` steps (0: none)."""
+    return value if warmup <= 0 else value * min(1.0, (steps / warmup) ** 2)
 
 
 @register_task
@@ -97,11 +97,13 @@ class SpladeTask(GroupTask):
                            sizes.pop())
 
     def lambdas(self) -> tuple[float, float]:
-        """``(lambda_q, lambda_d)`` at the current batch, after the quadratic warm-up."""
-        options = {**self.options, **self.ctx.config.task.options}
-        batches = self.epochs_done * self.examples / self.ctx.config.task.batch_size
+        """``(lambda_q, lambda_d)`` at the current batch, after the quadratic warm-up over ``flops_warmup_steps``
+        optimizer steps (micro-batches drawn so far over ``optim.grad_accumulation``)."""
+        config = self.ctx.config
+        options = {**self.options, **config.task.options}
+        steps = self.epochs_done * self.examples / config.task.batch_size / config.optim.grad_accumulation
         warmup = int(options["flops_warmup_steps"])
-        return (flops_weight(options["lambda_q"], batches, warmup), flops_weight(options["lambda_d"], batches, warmup))
+        return (flops_weight(options["lambda_q"], steps, warmup), flops_weight(options["lambda_d"], steps, warmup))
 
     def loss(self, module: torch.nn.Module, batch: GroupBatch,
              autocast: Callable[[], contextlib.AbstractContextManager]) -> StepLoss:

@@ -170,18 +170,26 @@ class TASBTask(TASTask):
                                            "teacher scores (python -m ance_ir.rerank --groups)")
         if config.task.n_negatives != 1:
             raise ConfigError("task.n_negatives", "tas-b draws one (positive, negative) pair per query: 1")
+        if config.negatives.name != "groups":
+            raise ConfigError("negatives.name", f"tas-b draws its pairs from the groups' scored negatives "
+                                                f"(negatives: groups), not {config.negatives.name!r}")
+        if config.negatives.options.get("denoised_share") is not None:
+            raise ConfigError("negatives.denoised_share", "tas-b's margin bins hold one list of negatives a query; "
+                                                          "denoise_above alone applies")
         bins = config.task.options["bins"]
         if not isinstance(bins, int) or bins < 1:
             raise ConfigError("task.bins", f"must be a positive integer, got {bins!r}")
         super().check_config(config)
 
     def margin_bins(self) -> dict[str, list[list[tuple[str, str]]]]:
-        data, depth = self.ctx.data, self.ctx.config.negatives.depth
+        """Each query's pairs of a positive and a negative of the groups sampler's pool (its top
+        ``negatives.depth``, denoised with ``negatives.denoise_above``), binned by the teacher's margin."""
+        data = self.ctx.data
         positives: dict[str, list[str]] = {}
         for qid, positive in data.pairs:
             positives.setdefault(qid, []).append(positive)
-        bins = {qid: margin_bins(ps, [d for d in data.negatives.get(qid, ())[:depth] if d not in data.exclude[qid]],
-                                 data.scores.get(qid, {}), self.ctx.config.task.options["bins"])
+        bins = {qid: margin_bins(ps, self.sampler.pool(qid, data.exclude[qid]), data.scores.get(qid, {}),
+                                 self.ctx.config.task.options["bins"])
                 for qid, ps in positives.items()}
         bins = {qid: b for qid, b in bins.items() if b}
         if not bins:
