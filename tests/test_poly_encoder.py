@@ -171,6 +171,8 @@ def test_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
     ({"model": {"pooling": "mean"}}, "model.pooling", "a poly-encoder encodes a passage as its CLS vector"),
     ({"model": {"normalize": True}}, "model.normalize", "unnormalised vectors"),
     ({"model": {"kind": "dense", "m": None}}, "model.kind", "task 'poly-encoder' trains 'poly-encoder' models"),
+    ({"task": {"mlm_weight": -1}}, "task.mlm_weight", "must not be negative"),
+    ({"task": {"mlm_weight": 0.5, "grad_cache_chunk": 2}}, "task.mlm_weight", "does not run under the gradient"),
 ])
 def test_settings_a_poly_encoder_cannot_train_with(toy, toy_bert, tmp_path, changes, setting, message):
     with pytest.raises(ValueError, match=rf"p\.yaml:\d+: {setting}: .*{message}"):

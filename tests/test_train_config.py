@@ -55,6 +55,7 @@ def test_json_config_and_round_trip(tmp_path):
     (REQUIRED + "negative_exclude_grade: 3\n", 5, "must not exceed min_positive_grade"),
     (REQUIRED + "lr: [1\n", 5, "not valid YAML"),  # the unclosed list, not the end of file
     (REQUIRED + "lr: 1e-5\nseed: 1\nlr: 2e-5\n", 7, "'lr' given twice \\(first on line 5\\)"),
+    (REQUIRED + "optim: {lr: 2e-5}\nlr: 1e-5\n", 6, "'optim.lr' given twice \\(first on line 5\\)"),
     ("- a\n- b\n", 1, "expected a mapping"),
 ])
 def test_file_errors_name_file_and_line(tmp_path, text, line, message):

@@ -237,6 +237,9 @@ def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainCon
                 pairs = _place(str(key), value)
                 for qualified, item in pairs:
                     line = raw_lines.get(qualified if str(key) in SECTIONS and isinstance(value, dict) else str(key))
+                    if qualified in given:  # one setting under two names (``lr`` and ``optim.lr``)
+                        raise InputError(path, f"setting {qualified!r} given twice (first on line "
+                                               f"{lines[qualified]})", line)
                     lines[qualified] = line
                     _assign(config, qualified, item)
                     given.add(qualified)

@@ -220,13 +220,18 @@ class ContrastiveTask(GroupTask):
             if index != "dense":
                 raise ConfigError("model.kind", f"{kind!r} models encode a {index!r} index; the contrastive task "
                                                 "trains dense dual encoders")
+        cls.check_mlm_weight(config)
+        super().check_config(config)
+
+    @staticmethod
+    def check_mlm_weight(config: Any) -> None:
+        """ConfigError for a negative ``task.mlm_weight``, or one with the gradient cache (which skips it)."""
         weight = config.task.options.get("mlm_weight", 0.0)
         if weight < 0:
             raise ConfigError("task.mlm_weight", f"must not be negative, got {weight}")
         if weight and config.task.grad_cache_chunk:
             raise ConfigError("task.mlm_weight", "the joint MLM loss does not run under the gradient cache "
                                                  "(task.grad_cache_chunk)")
-        super().check_config(config)
 
     @property
     def module(self) -> torch.nn.Module:

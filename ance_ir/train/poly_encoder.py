@@ -34,4 +34,5 @@ class PolyEncoderTask(ContrastiveTask):
             raise ConfigError("model.pooling", "a poly-encoder encodes a passage as its CLS vector: cls only")
         if config.model.normalize:
             raise ConfigError("model.normalize", "a poly-encoder attends with dot products of unnormalised vectors")
+        cls.check_mlm_weight(config)
         super(ContrastiveTask, cls).check_config(config)  # GroupTask's: ContrastiveTask's refuses index None
