@@ -119,6 +119,7 @@ def test_the_task_resumes_exactly(toy, tmp_path):
     ({"eval_topics": "topics.tsv"}, "refresh.eval_topics: a generator retrieves nothing"),
     ({"pooling": "mean"}, "model.pooling: is a dual-encoder setting"),
     ({"kind": "dense"}, "task 'generator' trains 'generator' models"),
+    ({"loss": "bce"}, "loss.name: task 'generator' trains with its own loss"),
 ])
 def test_the_task_refuses_what_a_generator_cannot_train_with(toy, tmp_path, change, message):
     settings = {**SETTINGS, "model": str(toy / "bert"), **change}

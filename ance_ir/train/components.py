@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ance_ir.plugins import load_plugins
 from ance_ir.train.registry import check_options
-from ance_ir.train.settings import ConfigError, section_fields
+from ance_ir.train.settings import ConfigError, LossSection, section_fields
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -95,6 +95,9 @@ def check_components(config: TrainConfig) -> None:
     data = DATA_SOURCES.lookup(config.data.source, "data.source")
     _check(config.data, data.options)
     _check(config.task, task.options)
+    if task.own_loss and (config.loss.name != LossSection().name or config.loss.options):
+        raise ConfigError("loss.name", f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
+                                       "and a loss's options are not used")
     loss = LOSSES.lookup(config.loss.name, "loss.name")
     _check(config.loss, loss.options)
     if config.loss.teacher_index and not loss.needs_teacher:

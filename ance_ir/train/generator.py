@@ -29,6 +29,7 @@ class GeneratorTask(TrainingTask):
 
     name = "generator"
     model_kind = "generator"
+    own_loss = "the query tokens' cross-entropy"
 
     def __init__(self, ctx: TaskContext, model: QueryGenerator):
         super().__init__(ctx, model)

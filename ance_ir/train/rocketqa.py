@@ -80,6 +80,7 @@ class RocketQAv2Task(GroupTask):
     """The retriever distilled from a cross-encoder trained along with it, over each query's candidate list."""
 
     name = "rocketqa-v2"
+    own_loss = "listwise distillation between the retriever and the ranker; loss.temperature applies"
     options = {"ranker": None}
     no_refresh = ("the ranker scores a static candidate list (use groups, candidates, bm25, static or random)",
                   "encode and search")

@@ -68,6 +68,9 @@ class TrainingTask(ABC):
     #: whether the task trains on (query, positive) pairs; False: on the corpus passages alone (``data.source:
     #: corpus`` is then enough)
     needs_pairs: ClassVar[bool] = True
+    #: the loss the task computes itself, for the message refusing a ``loss.name`` (or a loss's options) it would
+    #: ignore; None: the task uses the configured loss
+    own_loss: ClassVar[str | None] = None
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         self.ctx, self.model = ctx, model
