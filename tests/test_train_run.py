@@ -210,6 +210,19 @@ def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatc
         assert_same_training(output, straight_run)
 
 
+def test_a_new_run_removes_what_an_attempt_without_a_checkpoint_left(toy, tmp_path, capsys):
+    output = tmp_path / "run"
+    (output / "bm25-index").mkdir(parents=True)
+    (output / "bm25-index" / "segments_1").write_text("of another corpus")
+    (output / "log.jsonl").write_text('{"step": 7, "loss": 9.0}\n')
+    (output / "refresh").mkdir()
+    (output / "refresh" / "step-00000000.json").write_text("{}")
+    train(toy_config(toy, output, negatives="random", refresh_every=0, max_steps=2))
+    assert "removed what an earlier attempt left: log.jsonl, bm25-index, refresh" in capsys.readouterr().err
+    assert [r["step"] for r in training_records(output)] == [1, 2]
+    assert not (output / "bm25-index").exists() and not (output / "refresh").exists()
+
+
 @pytest.mark.parametrize("content", [b"", b"not a pickle", b"PK\x03\x04 truncated zip"])
 def test_an_unreadable_trainer_state_is_one_error_naming_it(tmp_path, content):
     (tmp_path / STATE_FILE).write_bytes(content)

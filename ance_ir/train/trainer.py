@@ -170,11 +170,21 @@ class Trainer:
         return saved
 
     def _prepare_output(self, start: Path | None) -> None:
-        """Rank 0: write or check ``config.json``; clean up after a killed run."""
+        """Rank 0: write or check ``config.json``; clean up after a killed run. A new run in a folder without a
+        checkpoint first removes what an earlier attempt there made (its log, BM25 index, negatives, refresh
+        records, final model), which it would otherwise append to or reuse."""
         if self.run.root.exists() and not self.run.root.is_dir():
             raise InputError(self.run.root, "the output exists and is not a folder")
         self.run.root.mkdir(parents=True, exist_ok=True)
         if start is None:
+            stale = [p for p in (self.run.log, self.run.bm25_index, self.run.negatives, self.run.refresh,
+                                 self.run.final, self.run.inferencer_status, self.run.inferencer_stop,
+                                 self.run.inferencer_log, self.run.checkpoints) if p.exists()]
+            for path in stale:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if stale:
+                _say(f"{self.run.root}: no checkpoint to resume from; removed what an earlier attempt left: "
+                     + ", ".join(p.name for p in stale))
             self.config.save(self.run.config)
             return
         changed = check_resumable(self._saved_config(), self.config, self.run.config)
