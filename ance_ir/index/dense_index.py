@@ -37,6 +37,10 @@ def check_docid(docid: str) -> None:
         raise ValueError(f"docid {docid!r} is empty or contains whitespace, which a dense index cannot store")
 
 
+#: the most hits faiss's GPU indexes select per query; a search for more runs on the CPU index
+GPU_MAX_K = 2048
+
+
 def check_docid_lines(path: Path, docids: list[str], step: int = 1) -> None:
     """A docid file read back (``docids``: every ``step``-th line): InputError naming the line of an id that is
     empty, holds whitespace or repeats."""
@@ -93,7 +97,9 @@ class DenseIndex:
             return np.empty((len(queries), 0), np.float32), [[] for _ in queries]
         if self._searchable is None:
             self._searchable = to_gpu(self.index)
-        scores, rows = self._searchable.search(np.ascontiguousarray(queries), min(k * per, len(self)))
+        wanted = min(k * per, len(self))
+        searcher = self._searchable if wanted <= GPU_MAX_K else self.index  # the CPU index when faiss GPU cannot
+        scores, rows = searcher.search(np.ascontiguousarray(queries), wanted)
         if per > 1:
             scores, rows = _best_per_passage(scores, rows, per, k)
         scores[rows < 0] = -np.inf
