@@ -200,7 +200,7 @@ def test_encode_writes_a_token_index_of_the_kept_tokens(saved, collection, token
     assert not token_index.with_name(token_index.name + ".partial").exists()
 
 
-def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_index, tmp_path):
+def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_index, tmp_path, monkeypatch):
     index, model = load_token_index(token_index), load_model(saved)
     searcher = TokenSearcher(index, model)
     queries = model.encode_queries(list(TOY_TOPICS.values()))
@@ -220,6 +220,10 @@ def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_ind
                    for p in everything for q in query]
         assert np.allclose(searcher.centroid_scores(query, everything),
                            np.array(by_hand).reshape(len(index), len(query)).sum(axis=1), atol=1e-5)
+        with monkeypatch.context() as patch:  # blocks of one passage give the same scores
+            patch.setattr("ance_ir.search.tokens.SCAN_TOKENS", 1)
+            blocked = searcher.centroid_scores(query, everything)
+        assert np.array_equal(blocked, searcher.centroid_scores(query, everything))
         kept = set(np.argsort(-searcher.centroid_scores(query, everything), kind="stable")[:2])
         pruned = searcher.rank(query, 5, nprobe=len(index.centroids), ndocs=2)
         exact = dict(zip(index.docids, searcher.exhaustive(query), strict=True))

@@ -59,10 +59,18 @@ class TokenSearcher:
         return [(self.index.docids[passages[i]], float(scores[i])) for i in top]
 
     def centroid_scores(self, query: np.ndarray, passages: np.ndarray) -> np.ndarray:
-        """PLAID's centroid interaction ``[len(passages)]``: MaxSim with each token replaced by its centroid."""
+        """PLAID's centroid interaction ``[len(passages)]``: MaxSim with each token replaced by its centroid, taken
+        over blocks of about ``SCAN_TOKENS`` token slots (the gathered scores are passages x tokens x query
+        tokens)."""
         by_centroid = np.full((len(self.index.centroids) + 1, len(query)), -np.inf, dtype=np.float32)
         by_centroid[:-1] = self.index.centroids @ query.T  # the last row: padding, never a passage's best
-        return np.take(by_centroid, self.index.padded_codes()[passages], axis=0).max(axis=1).sum(axis=1)
+        codes = self.index.padded_codes()
+        block = max(1, SCAN_TOKENS // codes.shape[1])
+        out = np.empty(len(passages), dtype=np.float32)
+        for start in range(0, len(passages), block):
+            part = codes[passages[start:start + block]]
+            out[start:start + block] = np.take(by_centroid, part, axis=0).max(axis=1).sum(axis=1)
+        return out
 
     def exhaustive(self, query: np.ndarray) -> np.ndarray:
         """MaxSim of one query against every passage ``[N]``, scanning the index in blocks of passages."""
