@@ -81,8 +81,8 @@ def _split(args: argparse.Namespace) -> None:
     if args.length > positions - special:
         raise ValueError(f"--length: at most the model's {positions} positions less its {special} special tokens, "
                          f"{positions - special}, got {args.length}")
-    documents = iter_corpus(resolve_corpus(args.corpus))
-    n = write_corpus(split_documents(documents, tokenizer, args.length, args.stride or args.length,
+    corpus = resolve_corpus(args.corpus)
+    n = write_corpus(split_documents(iter_corpus(corpus), corpus, tokenizer, args.length, args.stride or args.length,
                                      args.max_passages, args.delimiter), args.output)
     print(f"wrote {args.output}: {n} passages", file=sys.stderr)
 

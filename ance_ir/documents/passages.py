@@ -9,9 +9,11 @@ A window is cut from the original text at its tokens' character offsets, so its 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
+from ance_ir.data import InputError
 from ance_ir.data.corpus import Passage
 from ance_ir.documents.segments import DEFAULT_DELIMITER
 
@@ -36,10 +38,13 @@ def split_document(document: Passage, tokenizer: PreTrainedTokenizerBase, length
     return windows
 
 
-def split_documents(documents: Iterable[Passage], tokenizer: PreTrainedTokenizerBase, length: int, stride: int,
-                    max_passages: int | None = None, delimiter: str = DEFAULT_DELIMITER) -> Iterator[Passage]:
-    """Every document's windows, in corpus order (see :func:`split_document`)."""
+def split_documents(documents: Iterable[Passage], source: str | Path, tokenizer: PreTrainedTokenizerBase,
+                    length: int, stride: int, max_passages: int | None = None,
+                    delimiter: str = DEFAULT_DELIMITER) -> Iterator[Passage]:
+    """Every document's windows, in corpus order (see :func:`split_document`); InputError naming ``source`` (the
+    corpus) for a document id that holds the delimiter."""
     for document in documents:
         if delimiter in document.docid:
-            raise ValueError(f"document id {document.docid!r} contains the delimiter {delimiter!r}")
+            raise InputError(source, f"document id {document.docid!r} contains the delimiter {delimiter!r}, which "
+                                     "separates a window's number (see --delimiter)")
         yield from split_document(document, tokenizer, length, stride, max_passages, delimiter)

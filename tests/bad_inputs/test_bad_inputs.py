@@ -369,6 +369,10 @@ CASES = {
                                       "argument --delimiter: expected a non-empty string"),
     "documents-split-length-past-positions": Case("documents", SPLIT + " --length 63", "",
                                                   "at most the model's 64 positions less its 2 special tokens, 62"),
+    "documents-split-id-with-the-delimiter": Case("documents", SPLIT.replace("{W}/corpus.jsonl", "{T}/seg.jsonl")
+                                                  + " --length 32",
+                                                  "{T}/seg.jsonl", "document id 'a#0' contains the delimiter '#'",
+                                                  SEGMENTS),
     "documents-split-stride-0": Case("documents", SPLIT + " --stride 0", "", "argument --stride"),
     "documents-split-missing-tokenizer": Case("documents", SPLIT.replace("{W}/model", "{T}/model"), "",
                                               "model directory"),
