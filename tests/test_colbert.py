@@ -336,7 +336,8 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
     codes = np.load(copy / "codes.npy")
     codes[0] = len(np.load(copy / "centroids.npy"))
     np.save(copy / "codes.npy", codes)
-    assert_refused(search(copy), f"codes.npy: holds centroid {codes[0]}, but there are {codes[0]}", output)
+    assert_refused(search(copy), f"codes.npy: holds centroid id {codes[0]}, but the index has {codes[0]} centroids",
+                   output)
 
 
 def test_colbertv2_distils_a_teachers_scores_with_kl(bert, collection, tmp_path):

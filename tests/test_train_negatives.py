@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -120,6 +121,14 @@ def test_bm25_negatives_from_a_lucene_index_built_in_the_run(toy_collection, tmp
         draws = _draws(sampler, exclude, 2, seed=0, qid=qid)
         assert all(not set(d) & exclude for d in draws)
         assert {d for draw in draws for d in draw} <= set(expected[qid][:4]) | set(DOCIDS)
+
+    built = max(p.stat().st_mtime_ns for p in index.glob("segments*"))
+    _sampler(toy_collection, tmp_path, negatives="bm25", negative_depth=4)  # the run's own index is reused
+    assert max(p.stat().st_mtime_ns for p in index.glob("segments*")) == built
+    corpus = data.corpus_path
+    os.utime(corpus, ns=(built + 10**9, built + 10**9))  # an edited corpus: the index is built again
+    _sampler(toy_collection, tmp_path, negatives="bm25", negative_depth=4)
+    assert max(p.stat().st_mtime_ns for p in index.glob("segments*")) > built
 
 
 def test_static_files_jsonl_and_tsv(toy_collection, tmp_path):

@@ -211,16 +211,17 @@ def test_resume_check_notices_lost_state(straight_run, toy, tmp_path, monkeypatc
 
 
 def test_a_new_run_removes_what_an_attempt_without_a_checkpoint_left(toy, tmp_path, capsys):
+    import shutil
+
     output = tmp_path / "run"
-    (output / "bm25-index").mkdir(parents=True)
-    (output / "bm25-index" / "segments_1").write_text("of another corpus")
+    shutil.copytree(toy / "bert", output / "final")  # a path a setting names is kept: here the start model
     (output / "log.jsonl").write_text('{"step": 7, "loss": 9.0}\n')
     (output / "refresh").mkdir()
     (output / "refresh" / "step-00000000.json").write_text("{}")
-    train(toy_config(toy, output, negatives="random", refresh_every=0, max_steps=2))
-    assert "removed what an earlier attempt left: log.jsonl, bm25-index, refresh" in capsys.readouterr().err
+    train(toy_config(toy, output, model=str(output / "final"), negatives="random", refresh_every=0, max_steps=2))
+    assert "removed what an earlier attempt left: log.jsonl, refresh\n" in capsys.readouterr().err
     assert [r["step"] for r in training_records(output)] == [1, 2]
-    assert not (output / "bm25-index").exists() and not (output / "refresh").exists()
+    assert not (output / "refresh").exists() and (output / "final").is_dir()
 
 
 @pytest.mark.parametrize("content", [b"", b"not a pickle", b"PK\x03\x04 truncated zip"])

@@ -13,8 +13,9 @@ An interrupted run resumes from the chunks finished in OUTPUT.partial. Shard i/n
 contiguous slices of the corpus and keeps its raw vectors, so merged shards can be any index type. Under
 torchrun each rank encodes shard RANK/WORLD_SIZE (on GPU LOCAL_RANK when there are GPUs) into
 OUTPUT.shards, and rank 0 merges them into OUTPUT: the same index as a one-process run (the same vectors to
-float rounding at fp32; int8 and bf16 vectors depend on their batch-mates). A resume refuses a changed
---batch-size or precision, which would change the vectors of the passages still to encode.
+float rounding at fp32; int8 and bf16 vectors depend on their batch-mates). A resume from OUTPUT.partial refuses a
+changed --batch-size or precision, which would change the vectors of the passages still to encode; a finished
+torchrun shard is reused at the same precision.
 
 A colbert model writes a token index (every kept token vector, float16, plus faiss k-means centroids; see
 ``ance_ir.index.token_index``), resumable the same way, in one process (no --shard, no torchrun):

@@ -237,7 +237,8 @@ def _check_arrays(folder: Path, meta: dict, arrays: dict[str, np.ndarray], compr
             raise InputError(folder / name, f"has shape {tuple(shape)}, {folder / META_FILE} says {expected}")
     codes = arrays[CODES_FILE]
     if len(codes) and int(codes.max()) >= len(centroids):
-        raise InputError(folder / CODES_FILE, f"holds centroid {int(codes.max())}, but there are {len(centroids)}")
+        raise InputError(folder / CODES_FILE, f"holds centroid id {int(codes.max())}, but the index has "
+                                              f"{len(centroids)} centroids (ids 0 to {len(centroids) - 1})")
 
 
 def index_bytes(folder: str | Path) -> int:

@@ -34,12 +34,15 @@ def _check(section: Any, declared: dict[str, Any]) -> None:
 
 
 def _saved_kind(name: str) -> str | None:
-    """The kind a local model folder records (None for an alias, a hub id or a folder without a record)."""
+    """The kind a local model folder (or a run folder's model) records; None for an alias, a hub id, a folder
+    without a record or one that is gone (a resumed run loads its checkpoint, not ``model.name``)."""
     from pathlib import Path
 
     from ance_ir.modeling.kinds import saved_kind
     from ance_ir.modeling.resolve import resolve_model_path
 
+    if not Path(name).expanduser().is_dir():
+        return None
     path = resolve_model_path(name)
     return saved_kind(path) if Path(path).is_dir() else None
 
@@ -96,8 +99,9 @@ def check_components(config: TrainConfig) -> None:
     _check(config.data, data.options)
     _check(config.task, task.options)
     if task.own_loss and (config.loss.name != LossSection().name or config.loss.options):
-        raise ConfigError("loss.name", f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
-                                       "and a loss's options are not used")
+        setting = "loss.name" if config.loss.name != LossSection().name else f"loss.{next(iter(config.loss.options))}"
+        raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
+                                   "and a loss's options are not used")
     loss = LOSSES.lookup(config.loss.name, "loss.name")
     _check(config.loss, loss.options)
     if config.loss.teacher_index and not loss.needs_teacher:

@@ -147,12 +147,18 @@ class BM25Negatives(CandidateNegatives):
             from ance_ir.bm25 import bm25_negatives, build_lucene_index
 
             index = Path(config.negatives.bm25_index) if config.negatives.bm25_index else run.bm25_index
-            if not config.negatives.bm25_index and not any(index.glob("segments*")):
-                build_lucene_index(data.corpus_path, index)
+            if not config.negatives.bm25_index and _older_than(index, data.corpus_path):
+                build_lucene_index(data.corpus_path, index)  # none yet, or one of the corpus before an edit
             exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
             return bm25_negatives(index, data.queries, exclude, depth=config.negatives.depth, progress=config.progress)
 
         return dist.on_main(search)
+
+
+def _older_than(index: Path, corpus: Path) -> bool:
+    """Whether the run's own Lucene ``index`` is missing or older than ``corpus`` (edited since it was built)."""
+    segments = list(index.glob("segments*"))
+    return not segments or max(p.stat().st_mtime for p in segments) < corpus.stat().st_mtime
 
 
 @register_negatives

@@ -171,15 +171,19 @@ class Trainer:
 
     def _prepare_output(self, start: Path | None) -> None:
         """Rank 0: write or check ``config.json``; clean up after a killed run. A new run in a folder without a
-        checkpoint first removes what an earlier attempt there made (its log, BM25 index, negatives, refresh
-        records, final model), which it would otherwise append to or reuse."""
+        checkpoint first removes what an earlier attempt there made (its log, negatives, refresh records, final
+        model), which it would otherwise append to or reuse, except a path a setting names (a start model or
+        groups file kept in the folder). Its own BM25 index stays, rebuilt when the corpus is newer."""
         if self.run.root.exists() and not self.run.root.is_dir():
             raise InputError(self.run.root, "the output exists and is not a folder")
         self.run.root.mkdir(parents=True, exist_ok=True)
         if start is None:
-            stale = [p for p in (self.run.log, self.run.bm25_index, self.run.negatives, self.run.refresh,
-                                 self.run.final, self.run.inferencer_status, self.run.inferencer_stop,
-                                 self.run.inferencer_log, self.run.checkpoints) if p.exists()]
+            named = [Path(v).resolve() for v in self.config.flat().values() if isinstance(v, str) and v
+                     and Path(v).exists()]
+            stale = [p for p in (self.run.log, self.run.negatives, self.run.refresh, self.run.final,
+                                 self.run.inferencer_status, self.run.inferencer_stop, self.run.inferencer_log,
+                                 self.run.checkpoints)
+                     if p.exists() and not any(n == p.resolve() or p.resolve() in n.parents for n in named)]
             for path in stale:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
             if stale:
