@@ -119,7 +119,12 @@ def hidden_alias(parser: argparse.ArgumentParser, *option_strings: str, dest: st
 def given_flags(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
     """Those of ``flags`` (option: dest) given on the command line: options that default to None (or False), their
     defaults filled in by :func:`fill_defaults` once a flag given where it does not apply has been refused."""
-    return [flag for flag, dest in flags.items() if getattr(args, dest) not in (None, False)]
+    return [flag for flag, dest in flags.items() if _given(getattr(args, dest))]
+
+
+def _given(value: object) -> bool:
+    """Whether an option's value was set: not None nor False, by identity (``0 == False``: a flag set to 0 counts)."""
+    return value is not None and value is not False
 
 
 def fill_defaults(args: argparse.Namespace, defaults: dict[str, object]) -> None:

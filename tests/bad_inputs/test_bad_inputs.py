@@ -195,6 +195,9 @@ CASES = {
     "fusion-hits-0": Case("fusion", FUSION + " --hits 0", "", "argument --hits"),
     "fusion-rrf-k-negative": Case("fusion", FUSION + " --rrf-k -1", "", "argument --rrf-k"),
     "fusion-alpha-1.5": Case("fusion", FUSION + " --method interpolation --alpha 1.5", "", "argument --alpha"),
+    "eval-seed-0-with-one-run": Case("eval", EVAL + " --seed 0", "", "is a setting of comparing runs"),
+    "fusion-alpha-0-with-rrf": Case("fusion", FUSION + " --alpha 0", "", "--alpha is a setting of --method "
+                                                                          "interpolation, not of rrf"),
     "fusion-nan-score": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_nan.trec"), "{F}/run_nan.trec:2",
                              "score 'NaN' is not a finite number"),
     "fusion-inf-score": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_inf.trec"), "{F}/run_inf.trec:1",
