@@ -9,9 +9,9 @@ train and test runs (1,000 hits a query) to ``runs/rag24/sparse/`` (committed), 
 postings and the queries/s of searching the 101 test topics in one process (``runs/rag24/sparse/stats.json``).
 BM25 rows tune k1 and b by nDCG@10 on the 200 training topics (the grid below) and search the test topics with the
 chosen values. Fusion interpolates each system with the zero-shot MiniLM run (``runs/rag24/minilm.*``, the best
-dense run of docs/retrieval-rag24.md), alpha chosen on the training topics, as ``python -m ance_ir.fusion --tune``
-does. ``report`` evaluates the committed runs. The models are trained here once (git-ignored under
-``train-runs/sparse/``): SPLADE-tiny fine-tuned, DeepCT and the doc2query generator, each from its config in
+dense run of docs/retrieval-rag24.md), alpha chosen on the training topics, as ``python -m ance_ir.fusion --method
+interpolation --tune`` does. ``report`` evaluates the committed runs. The models are trained here once (git-ignored
+under ``train-runs/sparse/``): SPLADE-tiny fine-tuned, DeepCT and the doc2query generator, each from its config in
 ``configs/rag24-mini/``; the generator's perplexities and samples go to ``stats.json`` and the report.
 """
 

@@ -67,8 +67,9 @@ class ModelSection(Section):
                      "model")
     kind: str | None = _opt(None, "model kind: dense, cross-encoder, colbert or a plugin's (default: the task's "
                                    "kind if it has one, else what the model folder records, else dense)", "kind")
-    init_from: str | None = _opt(None, "start from this model dir, or from the latest checkpoint of this run folder "
-                                       "(e.g. a BM25 warm-up run); overrides name", "init_from")
+    init_from: str | None = _opt(None, "start from this model dir, or from this run folder's model (its final/, else "
+                                       "its newest complete checkpoint; e.g. a BM25 warm-up run); overrides name",
+                                 "init_from")
     pooling: str | None = _opt(None, "dense override: cls or mean", "pooling")
     normalize: bool | None = _opt(None, "dense override: L2-normalise vectors", "normalize")
     head: bool | None = _opt(None, "dense override: ANCE projection head (Linear + LayerNorm)", "head")
