@@ -121,6 +121,15 @@ def qa(tmp_path):
     return tmp_path, answers, run
 
 
+def test_a_dpr_wikipedia_title_line_is_not_matched(tmp_path):
+    corpus = tmp_path / "wiki.jsonl"
+    corpus.write_text(json.dumps({"id": "1", "contents": '"Paris"\nThe capital of France.'}) + "\n"
+                      + json.dumps({"id": "2", "contents": 'He said "hi"\nParis is far.'}) + "\n")
+    texts = passage_texts(corpus, {"1", "2"})
+    assert "paris" not in texts["1"] and texts["1"].split()[:2] == ["the", "capital"]  # as Pyserini's split("\n")[1]
+    assert "paris" in texts["2"]  # a first line that is no quoted title stays
+
+
 def test_accuracy_by_hand(qa):
     tmp, answers, run = qa
     texts = passage_texts(tmp / "corpus.jsonl", {"p1", "p2", "p3", "p4"})

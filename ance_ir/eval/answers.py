@@ -1,7 +1,9 @@
 """QA answer coverage: top-k retrieval accuracy against answer strings, as DPR reports it.
 
 A question counts as answered at k when one of its answer strings occurs in the text (``contents``, without
-the title, as DPR matches) of one of the top k passages. Two ways to match:
+the title, as DPR matches) of one of the top k passages; in the DPR Wikipedia layout Pyserini ships, whose
+``contents`` is ``"Title"`` on a first line and then the text, that first line is left out as Pyserini's
+``evaluate_dpr_retrieval`` leaves it. Two ways to match:
 
 * ``dpr`` (default; DPR's ``has_answer`` with ``match_type="string"``, which Pyserini's
   ``evaluate_dpr_retrieval`` also uses): text and answer are Unicode NFD-normalised and split into tokens,
@@ -135,8 +137,15 @@ def passage_texts(corpus: str | Path, docids: set[str], match: str = "dpr") -> d
     texts: dict[str, str] = {}
     for passage in iter_corpus(corpus):
         if passage.docid in docids:
-            texts[passage.docid] = normalize(passage.contents, match)
+            texts[passage.docid] = normalize(without_title_line(passage.contents), match)
     return texts
+
+
+def without_title_line(contents: str) -> str:
+    """``contents`` less a first line that is a quoted title (the DPR Wikipedia layout: ``"Title"\ntext``)."""
+    first, newline, rest = contents.partition("\n")
+    quoted = len(first) >= 2 and first.startswith('"') and first.endswith('"')
+    return rest if newline and quoted else contents
 
 
 def first_hits(answers: Answers, run: Run, texts: dict[str, str], depth: int, match: str = "dpr",

@@ -8,9 +8,9 @@
 Hybrid interpolation scores ``alpha * bm25 + (1 - alpha) * dense``, the meaning ``--alpha`` has in every
 ance-ir CLI (``python -m ance_ir.fusion --runs BM25 DENSE --method interpolation --alpha A`` fuses the same
 way): like Pyserini's hybrid alpha it weights the sparse side (Pyserini scores ``alpha * sparse + dense``: its
-alpha a ranks as a / (1 + a) here). A passage missing from one list takes that list's lowest score for the query (Pyserini's
-hybrid convention). ``--fusion rrf`` uses reciprocal rank fusion. When the topics have known qrels, the metrics
-are printed.
+alpha a ranks as a / (1 + a) here). A passage missing from one list takes that list's lowest score for the query
+(Pyserini's hybrid convention). ``--fusion rrf`` uses reciprocal rank fusion. When the topics have known qrels, the
+metrics are printed.
 
 A token index (a colbert model's, ``python -m ance_ir.encode``; compressed or not) is recognised by its
 ``meta.json``: each query token's ``--nprobe`` nearest centroids give the candidate passages, which are scored
