@@ -15,6 +15,7 @@ JVM options, on its first import, so a flag parsed after ``import ance_ir`` stil
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 _DROPPED_JVM_OPTIONS = ("--add-modules=jdk.incubator.vector",)
@@ -24,12 +25,14 @@ _done = False
 
 
 def _java_major(java_home: Path) -> int:
-    """Major version of the JDK at ``java_home`` from its ``release`` file, 0 when unknown."""
+    """Major version of the JDK at ``java_home`` from its ``release`` file (``"21.0.2"``, ``"22-ea"``, ``"1.8.0"``:
+    its leading number), 0 when unknown."""
     release = java_home / "release"
     if release.is_file():
         for line in release.read_text(errors="replace").splitlines():
             if line.startswith("JAVA_VERSION="):
-                return int(line.split("=", 1)[1].strip('"').split(".")[0])
+                digits = re.match(r"\d+", line.split("=", 1)[1].strip().strip('"'))
+                return int(digits.group()) if digits else 0
     return 0
 
 

@@ -23,7 +23,10 @@ _loaded: dict[str, ModuleType] = {}
 
 
 def import_plugin(spec: str) -> ModuleType:
-    """Import a ``.py`` file (by path) or a module (by dotted name), once per process."""
+    """Import a ``.py`` file (by path) or a module (by dotted name), once per process; a plugin that is not valid
+    Python or imports what is not installed is an :class:`~ance_ir.data.InputError` naming its file and line."""
+    from ance_ir.data import InputError
+
     path = Path(spec).expanduser()
     key = str(path.resolve()) if spec.endswith(".py") else spec
     if key in _loaded:
@@ -35,11 +38,20 @@ def import_plugin(spec: str) -> ModuleType:
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except SyntaxError as e:
+            del sys.modules[name]
+            raise InputError(e.filename or spec, f"not valid Python ({e.msg})", e.lineno) from None
+        except ImportError as e:
+            del sys.modules[name]
+            raise InputError(spec, f"plugin cannot be imported ({e})") from None
     else:
         try:
             module = importlib.import_module(spec)
-        except ModuleNotFoundError as e:
+        except SyntaxError as e:
+            raise InputError(e.filename or spec, f"not valid Python ({e.msg})", e.lineno) from None
+        except ImportError as e:
             raise ValueError(f"plugin module {spec!r} cannot be imported ({e})") from None
     _loaded[key] = module
     return module

@@ -49,3 +49,14 @@ def test_dense_path_imports_where_pyserini_is_not_installed(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def test_the_jdk_major_version_is_read_from_release_files_of_every_spelling(tmp_path):
+    from pathlib import Path
+
+    from ance_ir.bootstrap import _java_major
+
+    for version, major in (('"21.0.2"', 21), ('"22-ea"', 22), ('"1.8.0_402"', 1), ('"unknown"', 0)):
+        (tmp_path / "release").write_text(f'IMPLEMENTOR="x"\nJAVA_VERSION={version}\n')
+        assert _java_major(Path(tmp_path)) == major, version
+    assert _java_major(tmp_path / "absent") == 0

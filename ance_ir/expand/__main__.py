@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus)}
     if args.topics:
-        generate, job = _judged(args, job)
+        generate, job = _judged(args, job, corpus)
     else:
         generate, job = _generator(args, job, device, precision)
     counts = expand_corpus(corpus, output, generate, job, chunk_size=args.chunk_size, overwrite=args.force,
@@ -144,7 +144,8 @@ def _recorded(value: str) -> str:
     return str(Path(value).resolve()) if Path(value).exists() else value
 
 
-def _judged(args: argparse.Namespace, job: dict):
+def _judged(args: argparse.Namespace, job: dict, corpus: Path):
+    from ance_ir.data import InputError, iter_corpus
     from ance_ir.datasets import resolve_qrels, resolve_topics
     from ance_ir.expand import judged_queries, mapping_digest
 
@@ -153,6 +154,9 @@ def _judged(args: argparse.Namespace, job: dict):
     if not queries:
         raise ValueError(f"no passage is judged >= {args.min_positive_grade} (--min-positive-grade) for a topic of "
                          f"{args.topics} in {args.qrels}")
+    if not any(passage.docid in queries for passage in iter_corpus(corpus)):
+        raise InputError(corpus, f"holds none of the {len(queries)} passages {args.qrels} judges >= "
+                                 f"{args.min_positive_grade}: the qrels are of another corpus")
     job = {**job, "source": "judged queries", "topics": _recorded(args.topics), "qrels": _recorded(args.qrels),
            "min_positive_grade": args.min_positive_grade, "queries_sha256": mapping_digest(queries)}
     return (lambda passages: [queries.get(p.docid, []) for p in passages]), job
