@@ -70,6 +70,15 @@ class ArgumentParser(argparse.ArgumentParser):
         if missing:
             self.error(f"--{given.replace('_', '-')} needs " + ", ".join(missing))
 
+    def refuse(self, args: argparse.Namespace, given: str, *unused: str) -> None:
+        """Exit with one error line when option ``given`` is set and one of the ``unused`` options (dests whose
+        defaults are None, filled in afterwards) is too: it would be ignored."""
+        if getattr(args, given) is None:
+            return
+        extra = ["--" + name.replace("_", "-") for name in unused if _given(getattr(args, name))]
+        if extra:
+            self.error(f"{extra[0]} does not apply with --{given.replace('_', '-')}")
+
 
 def positive_int(value: str) -> int:
     """argparse type: an integer >= 1."""

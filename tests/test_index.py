@@ -13,6 +13,7 @@ from ance_ir.index import (
     build_index,
     load_dense_index,
     merge_indexes,
+    single_vector_index,
     stored_vectors,
     write_dense_index,
 )
@@ -138,6 +139,15 @@ def test_docid_count_mismatch_names_the_docid_file(tmp_path, vectors):
         f.write("extra\n")
     with pytest.raises(InputError, match=rf"{tmp_path / 'ix' / 'docid'}: has {N + 1} docids.* {N} vectors"):
         load_dense_index(tmp_path / "ix")
+
+
+def test_a_figure_of_one_vector_a_passage_refuses_an_mebert_index(tmp_path, vectors):
+    write_dense_index(tmp_path / "m2", build_index(vectors, "flat"), DOCIDS[:N // 2], vectors_per_passage=2)
+    assert len(load_dense_index(tmp_path / "m2").docids) == N
+    with pytest.raises(InputError, match="meta.json: an index of 2 vectors a passage .ME-BERT."):
+        single_vector_index(tmp_path / "m2")
+    write_dense_index(tmp_path / "m1", build_index(vectors, "flat"), DOCIDS)
+    assert single_vector_index(tmp_path / "m1").docids == DOCIDS
 
 
 @pytest.mark.parametrize(("docid", "line", "message"), [

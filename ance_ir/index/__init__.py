@@ -11,6 +11,7 @@ from ance_ir.index.dense_index import (
     load_dense_index,
     merge_indexes,
     passage_index,
+    single_vector_index,
     stored_vectors,
     write_dense_index,
 )
@@ -19,5 +20,5 @@ from ance_ir.index.faiss_index import INDEX_TYPES, build_index, describe_index, 
 __all__ = [
     "DOCID_FILE", "INDEX_FILE", "INDEX_TYPES", "META_FILE", "VECTORS_FILE", "DenseIndex", "build_index",
     "check_docid", "concat_vectors", "describe_index", "ivfpq_defaults", "load_dense_index", "merge_indexes",
-    "passage_index", "stored_vectors", "to_gpu", "write_dense_index",
+    "passage_index", "single_vector_index", "stored_vectors", "to_gpu", "write_dense_index",
 ]

@@ -215,6 +215,16 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     return DenseIndex(index, docids, meta, folder)
 
 
+def single_vector_index(folder: str | Path) -> DenseIndex:
+    """:func:`load_dense_index` of an index with one vector a passage (InputError for an ME-BERT index, whose
+    passages have several)."""
+    dense = load_dense_index(folder)
+    if dense.vectors_per_passage > 1:
+        raise InputError(dense.folder / META_FILE, f"an index of {dense.vectors_per_passage} vectors a passage "
+                                                   "(ME-BERT) has no one vector a passage to draw")
+    return dense
+
+
 def stored_vectors(dense: DenseIndex) -> np.ndarray:
     """The raw vectors of an index: its ``vectors.npy`` (memory-mapped), or read back from flat/HNSW."""
     path = dense.folder / VECTORS_FILE if dense.folder else None

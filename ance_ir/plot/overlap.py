@@ -27,8 +27,15 @@ from ance_ir.plot.scores import overlap
 def read_curves(path: str | Path) -> dict[str, list[tuple[int, Path, Path]]]:
     """The ``--curves`` file: each label's (step, test run, negatives run), by step."""
     path = Path(path)
+    def unique_labels(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        labels = [label for label, _ in pairs]
+        twice = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
+        if twice is not None:
+            raise ValueError(f"key {twice!r} is given twice (a label names one curve)")
+        return dict(pairs)
+
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_labels)
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
     except ValueError as e:
@@ -38,7 +45,7 @@ def read_curves(path: str | Path) -> dict[str, list[tuple[int, Path, Path]]]:
     curves = {}
     for label, points in spec.items():
         if not isinstance(points, list) or not points or not all(
-                isinstance(p, dict) and isinstance(p.get("step"), int) and isinstance(p.get("test"), str)
+                isinstance(p, dict) and type(p.get("step")) is int and isinstance(p.get("test"), str)
                 and isinstance(p.get("negatives"), str) for p in points):
             raise InputError(path, f"{label!r}: expected a non-empty list of {{step: int, test: RUN, negatives: RUN}}")
         steps = [p["step"] for p in points]

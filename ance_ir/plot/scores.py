@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_output, fill_defaults, positive_int, run_cli
 from ance_ir.data import InputError, atomic_write
 
 
@@ -66,7 +66,7 @@ def collect(args: argparse.Namespace) -> list[Panel]:
     """Each ``--model``'s panel, from its index and negatives run."""
     from ance_ir.data import read_run
     from ance_ir.datasets import resolve_qrels, resolve_topics
-    from ance_ir.index import load_dense_index, stored_vectors
+    from ance_ir.index import single_vector_index, stored_vectors
     from ance_ir.search import encoder_for_index
 
     topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
@@ -80,7 +80,7 @@ def collect(args: argparse.Namespace) -> list[Panel]:
         missing = [q for q in qids if q not in negatives]
         if missing:
             raise ValueError(f"{negatives_path}: has no query {missing[0]!r} of --topics")
-        index = load_dense_index(index_path)
+        index = single_vector_index(index_path)
         queries = encoder_for_index(index, None).encode_queries([topics[q] for q in qids])
         scores, ranked = index.search(queries, args.top + max(len(qrels[q]) for q in qids))
         mean_passage = stored_vectors(index).mean(axis=0)
@@ -108,8 +108,9 @@ def load_panels(path: str | Path) -> list[Panel]:
         panels = [Panel(str(p["label"]), float(p["overlap"]), int(p["queries"]),
                         {str(q): np.asarray(line, dtype=np.float32) for q, line in p["lines"].items()})
                   for p in data]
-        if not panels or not all(panel.lines for panel in panels):
-            raise ValueError("a panel without lines")
+        if not panels or not all(panel.lines and all(len(line) for line in panel.lines.values())
+                                 for panel in panels):
+            raise ValueError("a panel without lines, or an empty line")
         return panels
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
@@ -140,13 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--lines", help="draw from this file of --save-lines instead")
     parser.add_argument("--topics", help="topics TSV file or name (with --model)")
     parser.add_argument("--qrels", help="qrels file or name, judged passages are not negatives (with --model)")
-    parser.add_argument("--queries", type=positive_int, default=10, help="queries drawn per panel (default 10)")
-    parser.add_argument("--top", type=positive_int, default=100, help="ranks drawn and compared (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn queries (default 0)")
+    parser.add_argument("--queries", type=positive_int, help="queries drawn per panel (default 10)")
+    parser.add_argument("--top", type=positive_int, help="ranks drawn and compared (default 100)")
+    parser.add_argument("--seed", type=int, help="seed of the drawn queries (default 0)")
     parser.add_argument("--save-lines", help="also write the panels' overlaps and lines to this JSON file")
     parser.add_argument("--output", required=True, help="PNG file to write")
     args = parser.parse_args(argv)
     parser.require(args, "model", "topics", "qrels")
+    parser.refuse(args, "lines", "topics", "qrels", "queries", "top", "seed")
+    fill_defaults(args, {"queries": 10, "top": 100, "seed": 0})
     check_output(args.output)
     if args.save_lines:
         check_output(args.save_lines)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_output, fill_defaults, positive_int, run_cli
 from ance_ir.data import InputError, atomic_write
 
 GROUPS = {"relevant": ("tab:green", "o"), "BM25 Neg": ("tab:orange", "s"), "Rand Neg": ("tab:gray", "x"),
@@ -59,10 +59,10 @@ def collect(args: argparse.Namespace) -> list[Panel]:
     """The panels of ``args.queries`` from a dense index, its query encoder, the qrels and the BM25 run."""
     from ance_ir.data import read_run
     from ance_ir.datasets import resolve_qrels, resolve_topics
-    from ance_ir.index import load_dense_index, stored_vectors
+    from ance_ir.index import single_vector_index, stored_vectors
     from ance_ir.search import encoder_for_index
 
-    index = load_dense_index(args.index)
+    index = single_vector_index(args.index)
     topics, qrels, bm25 = resolve_topics(args.topics), resolve_qrels(args.qrels), read_run(args.bm25_run)
     for qid in args.queries:
         for name, known in (("--topics", topics), ("--qrels", qrels), ("--bm25-run", bm25)):
@@ -99,10 +99,16 @@ def load_panels(path: str | Path) -> list[Panel]:
     """The panels :func:`save_panels` wrote."""
     try:
         data = np.load(path, allow_pickle=False)
-        return [Panel(str(qid), str(text), data[f"{i}/query"],
-                      {name: [str(d) for d in data[f"{i}/{name}/docids"]] for name in GROUPS},
-                      {name: data[f"{i}/{name}/vectors"] for name in GROUPS})
-                for i, (qid, text) in enumerate(zip(data["qids"], data["texts"], strict=True))]
+        panels = [Panel(str(qid), str(text), data[f"{i}/query"],
+                        {name: [str(d) for d in data[f"{i}/{name}/docids"]] for name in GROUPS},
+                        {name: data[f"{i}/{name}/vectors"] for name in GROUPS})
+                  for i, (qid, text) in enumerate(zip(data["qids"], data["texts"], strict=True))]
+        if not panels:
+            raise ValueError("no panel")
+        dims = {v.shape[-1] for p in panels for v in (p.query, *p.vectors.values())}
+        if len(dims) != 1:
+            raise ValueError(f"vectors of several dimensions {sorted(dims)}")
+        return panels
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
     except (OSError, ValueError, KeyError) as e:
@@ -147,12 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--qrels", help="qrels file or name (with --index)")
     parser.add_argument("--bm25-run", help="BM25 TREC run of the topics (with --index)")
     parser.add_argument("--queries", nargs="+", help="query ids, one panel each (with --index)")
-    parser.add_argument("--n", type=positive_int, default=50, help="passages in each negative set (default 50)")
+    parser.add_argument("--n", type=positive_int, help="passages in each negative set (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random negatives and of t-SNE (default 0)")
     parser.add_argument("--save-vectors", help="also write the panels' vectors to this NPZ file")
     parser.add_argument("--output", required=True, help="PNG file to write")
     args = parser.parse_args(argv)
     parser.require(args, "index", "topics", "qrels", "bm25_run", "queries")
+    parser.refuse(args, "vectors", "encoder", "topics", "qrels", "bm25_run", "queries", "n")
+    fill_defaults(args, {"n": 50})
     check_output(args.output)
     if args.save_vectors:
         check_output(args.save_vectors)

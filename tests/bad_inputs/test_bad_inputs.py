@@ -462,10 +462,20 @@ CASES = {
     "scores-lines-without-lines": Case("plot.scores", "--lines {T}/l.json --output {T}/f.png", "{T}/l.json",
                                        "a panel without lines",
                                        {"l.json": '[{"label": "A", "overlap": 0.5, "queries": 2, "lines": {}}]'}),
+    "scores-empty-line": Case("plot.scores", "--lines {T}/l.json --output {T}/f.png", "{T}/l.json",
+                              "an empty line",
+                              {"l.json": '[{"label": "A", "overlap": 0.5, "queries": 2, "lines": {"q1": []}}]'}),
+    "scores-lines-with-collection-flags": Case("plot.scores", "--lines {T}/l.json --top 5 --output {T}/f.png", "",
+                                               "--top does not apply with --lines", {"l.json": "[]"}),
+    "tsne-vectors-with-collection-flags": Case("plot.tsne", "--vectors {T}/v.npz --n 5 --output {T}/f.png", "",
+                                               "--n does not apply with --vectors"),
     "scores-no-judged-topic": Case("plot.scores", SCORES.replace("{W}/qrels.txt", "{T}/q.txt"), "{T}/q.txt",
                                    "judges no topic", {"q.txt": "q9 0 d1 1\n"}),
     "overlap-missing-curves": Case("plot.overlap", OVERLAP, "{T}/c.json", "no such file"),
     "overlap-malformed-curves": Case("plot.overlap", OVERLAP, "{T}/c.json", "malformed JSON", {"c.json": "{"}),
+    "overlap-label-twice": Case("plot.overlap", OVERLAP, "{T}/c.json", "key 'a' is given twice", {"c.json": (
+        '{"a": [{"step": 1, "test": "{W}/run.trec", "negatives": "{W}/run2.trec"}], '
+        '"a": [{"step": 2, "test": "{W}/run.trec", "negatives": "{W}/run2.trec"}]}')}),
     "overlap-step-twice": Case("plot.overlap", OVERLAP, "{T}/c.json", "a step is listed twice", {"c.json": (
         '{"a": [{"step": 1, "test": "{W}/run.trec", "negatives": "{W}/run2.trec"}, '
         '{"step": 1, "test": "{W}/run.trec", "negatives": "{W}/run2.trec"}]}')}),
