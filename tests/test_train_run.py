@@ -26,7 +26,7 @@ from ance_ir.train import RefreshJob, TrainConfig, build_config, list_checkpoint
 from ance_ir.train.checkpoint import STATE_FILE, load_trainer_state, step_of
 from ance_ir.train.inferencer import serve
 from ance_ir.train.layout import RunDir
-from ance_ir.train.store import NegativesStore, RefreshRecords
+from ance_ir.train.store import NegativesStore, RefreshRecords, request_stop
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -224,6 +224,23 @@ def test_a_new_run_removes_what_an_attempt_without_a_checkpoint_left(toy, tmp_pa
     assert not (output / "refresh").exists() and (output / "final").is_dir()
 
 
+def test_the_inferencer_takes_refresh_steps_and_a_resume_removes_refresh_temporaries(tmp_path):
+    from ance_ir.train.checkpoint import remove_partial
+    from ance_ir.train.inferencer import _next_checkpoint
+
+    run = RunDir(tmp_path / "run")
+    for step in (0, 3, 4):  # 4: a save_every (or pause) checkpoint between refresh steps
+        (run.checkpoints / f"step-{step:08d}").mkdir(parents=True)
+        (run.checkpoints / f"step-{step:08d}" / STATE_FILE).write_bytes(b"")
+    assert _next_checkpoint(run, 3, every_step=False).name == "step-00000003"
+    assert _next_checkpoint(run, 3, every_step=True).name == "step-00000004"  # --once, or the final drain
+    run.refresh.mkdir()
+    (run.refresh / ".vectors-00000003.npz.abc.tmp").write_bytes(b"half")
+    (run.refresh / "step-00000003.json").write_text("{}")
+    remove_partial(run)
+    assert [p.name for p in run.refresh.iterdir()] == ["step-00000003.json"]
+
+
 @pytest.mark.parametrize("content", [b"", b"not a pickle", b"PK\x03\x04 truncated zip"])
 def test_an_unreadable_trainer_state_is_one_error_naming_it(tmp_path, content):
     (tmp_path / STATE_FILE).write_bytes(content)
@@ -379,7 +396,9 @@ def test_inferencer_crash_leaves_training_on_the_last_negatives(toy, tmp_path, c
     assert 15 not in RefreshRecords(RunDir(output).refresh).steps()
     assert serve(output, parent_pid=-1) == 0  # an inferencer whose trainer is gone stops by itself
     assert "the trainer is gone" in capsys.readouterr().err
+    request_stop(RunDir(output), "now")  # left by the trainer: a run by hand does not take it for its own
     assert serve(output, once=True) == 1  # what the warning suggests: refresh the final checkpoint by hand
+    assert "ignoring" in capsys.readouterr().err
     assert 15 in RefreshRecords(RunDir(output).refresh).steps()
     assert serve(output, once=True) == 0
 

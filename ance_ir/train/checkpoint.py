@@ -77,10 +77,14 @@ def prune_checkpoints(run: RunDir, keep: int) -> None:
 
 
 def remove_partial(run: RunDir) -> None:
-    """Delete temporary folders left in ``checkpoints/`` by a run that was killed while saving."""
+    """Delete the temporaries a killed trainer or inferencer left: half-saved checkpoints in ``checkpoints/``, and
+    half-written vectors, indexes, records and negatives in ``refresh/`` and ``negatives/`` (``.NAME.*.tmp``)."""
     if run.checkpoints.is_dir():
         for leftover in run.checkpoints.glob(".*"):
             shutil.rmtree(leftover, ignore_errors=True)
+    for folder in (run.refresh, run.negatives):
+        for leftover in folder.glob(".*.tmp") if folder.is_dir() else ():
+            shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
 
 
 def resolve_init(spec: str) -> str:

@@ -173,7 +173,12 @@ class Refresher(TrainingHook):
             self._refresh_in_process(step)
         elif self.inferencer is not None and not self._check_inferencer(step):
             _say("waiting for the inferencer to refresh the final checkpoint")
-            self.inferencer.stop(drain=True)
+            code = self.inferencer.stop(drain=True)
+            if code:
+                _say(f"warning: the inferencer exited with code {code} refreshing the final checkpoint (see "
+                     f"{self.run.inferencer_log}); run python -m ance_ir.train.inferencer {self.run.root} --once")
+                self.log.write({"event": "inferencer_died", "step": step, "returncode": code,
+                                "negatives_version": self.version})
         else:
             _say(f"the final checkpoint was not refreshed; run python -m ance_ir.train.inferencer "
                  f"{self.run.root} --once")
