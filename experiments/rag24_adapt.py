@@ -33,6 +33,7 @@ from ance_ir.data.atomic import atomic_write
 from ance_ir.datasets import resolve_corpus
 from bench.common import write_section
 from experiments.rag24_distill import teacher_model
+from experiments.rag24_sparse import WORK as SPARSE_WORK
 from experiments.rag24_sparse import expanded_corpus
 from experiments.rag24_table1 import ROOT, py, sh
 
@@ -56,7 +57,9 @@ def search(model: Path, row: str) -> None:
 
 
 def qgen_queries() -> Path:
-    return expanded_corpus(5).with_name(expanded_corpus(5).name + ".queries.jsonl")
+    """The generated queries QGen trains on (``python -m ance_ir.expand``'s side file; expanded when missing)."""
+    corpus = expanded_corpus(5)
+    return corpus.with_name(corpus.name + ".queries.jsonl")
 
 
 def qgen() -> None:
@@ -124,17 +127,23 @@ def head(text: str, words: int = 40) -> str:
 def write_samples(n: int = 10) -> None:
     """Ten training examples of each row that ran (the same ten passages, drawn with seed 0), kept in
     ``runs/rag24/adapt/samples.json`` for the report: QGen's (passage, generated query) pairs, GPL's query with its
-    positive and hard negative and the cross-encoder's scores of both."""
+    positive and hard negative and the cross-encoder's scores of both. Left as it is when a row's run is committed
+    but the files its samples come from (git-ignored, in ``train-runs/``) are not here: a clone keeps them all."""
     from ance_ir.pretrain_data.qgen import read_generated_queries
 
+    queries, scored = SPARSE_WORK / "d2q-5.jsonl.queries.jsonl", WORK / "gpl" / "scored.jsonl.gz"  # not made here
+    missing = [str(f) for run, f in ((RUNS / "qgen.test.trec.gz", queries), (RUNS / "gpl.test.trec.gz", scored))
+               if run.is_file() and not f.is_file()]
+    if missing:
+        print(f"{RUNS / 'samples.json'} left as it is: {', '.join(missing)} not here", file=sys.stderr)
+        return
     passages = {p.docid: p.text for p in iter_corpus(resolve_corpus("rag24-mini"))}
     docids = random.Random(0).sample(sorted(passages), n)
     samples: dict[str, list[dict[str, object]]] = {}
     if (RUNS / "qgen.test.trec.gz").is_file():
-        generated = read_generated_queries(qgen_queries())
+        generated = read_generated_queries(queries)
         samples["qgen"] = [{"docid": d, "passage": head(passages[d]), "queries": generated[d][:3]} for d in docids]
-    scored = WORK / "gpl" / "scored.jsonl.gz"
-    if (RUNS / "gpl.test.trec.gz").is_file() and scored.is_file():
+    if (RUNS / "gpl.test.trec.gz").is_file():
         by_positive = {g.positives[0].docid: g for g in read_groups(scored)}
         samples["gpl"] = [{"query": g.query, "positive": head(passages[g.positives[0].docid]),
                            "positive_score": round(g.positives[0].score, 3),

@@ -278,8 +278,9 @@ def agreement(seeds: list[int], output: str) -> None:
     for row in (r for r in ROWS if r.teacher == "dense"):
         for seed in seeds:
             index = WORK / "indexes" / f"{row.name}.seed{seed}"
-            if not (index / "meta.json").is_file():
-                continue
+            if not (index / "meta.json").is_file():  # a section with rows left out would replace the committed one
+                raise SystemExit(f"error: {index}: missing; `run` encodes it when the row's run file is not "
+                                 "committed (set that file aside), or encode the row's model into it")
             ndcg = statistics.fmean(v[0] for v in per_query_of([run_file(row.name, seed)])["ndcg_cut_10"].values())
             (kl_train, top_train), (kl_test, top_test) = (teacher_agreement(index, t) for t in
                                                           ("rag24-mini-train", "rag24-mini-test"))

@@ -139,7 +139,7 @@ def test_a_stopped_run_resumes_exactly(toy, tmp_path):
     ({"task.head_warmup_steps": -1}, "task.head_warmup_steps: must not be negative, got -1"),
     ({"eval_topics": "TOPICS"}, "refresh.eval_topics: task mlm trains no retrieval model"),
     ({"task.name": "contrastive"}, "data.source: corpus brings passages and no (query, positive) pairs"),
-    ({"loss": "margin-mse"}, "loss.name: task 'mlm' trains with its own loss"),
+    ({"loss": "bce"}, "loss.name: task 'mlm' trains with its own loss"),
 ])
 def test_settings_it_cannot_train_with(toy, tmp_path, changes, message):
     if changes.get("eval_topics"):

@@ -98,10 +98,6 @@ def check_components(config: TrainConfig) -> None:
     data = DATA_SOURCES.lookup(config.data.source, "data.source")
     _check(config.data, data.options)
     _check(config.task, task.options)
-    if task.own_loss and (config.loss.name != LossSection().name or config.loss.options):
-        setting = "loss.name" if config.loss.name != LossSection().name else f"loss.{next(iter(config.loss.options))}"
-        raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
-                                   "and a loss's options are not used")
     loss = LOSSES.lookup(config.loss.name, "loss.name")
     _check(config.loss, loss.options)
     if config.loss.teacher_index and not loss.needs_teacher:
@@ -121,4 +117,8 @@ def check_components(config: TrainConfig) -> None:
     _check(config.negatives, declared)
     data.check_config(config)
     task.check_config(config)
+    if task.own_loss and (config.loss.name != LossSection().name or config.loss.options):
+        setting = "loss.name" if config.loss.name != LossSection().name else f"loss.{next(iter(config.loss.options))}"
+        raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
+                                   "and a loss's options are not used")
 
