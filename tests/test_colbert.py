@@ -131,7 +131,7 @@ def test_save_load_round_trip_gives_identical_scores(bert, tmp_path):
         load_model(bert, "colbert", pooling="mean")
     assert model.encode_passages([]) == [] and model.score_pairs([], []).shape == (0,)
     (tmp_path / "a" / "ance_ir_colbert.json").write_text("{bad")
-    with pytest.raises(InputError, match="ance_ir_colbert.json: not valid JSON"):
+    with pytest.raises(InputError, match="ance_ir_colbert.json:1: not valid JSON"):
         load_model(tmp_path / "a")
 
 

@@ -57,8 +57,9 @@ def test_config_json_round_trip_and_validation(tmp_path):
     with pytest.raises(InputError, match=f"{CONFIG_NAME}: pooling must be one of"):
         EncoderConfig.load(tmp_path)
     (tmp_path / CONFIG_NAME).write_text('{"pooling": ')
-    with pytest.raises(InputError, match=f"{CONFIG_NAME}: not valid JSON"):
+    with pytest.raises(InputError, match=f"{CONFIG_NAME}:1: not valid JSON") as raised:
         EncoderConfig.load(tmp_path)
+    assert str(raised.value).count(CONFIG_NAME) == 1
 
 
 def test_defaults_and_dim(tiny):

@@ -44,6 +44,20 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise InputError(path, "file has no content lines")
 
 
+def read_json_object(path: str | Path) -> dict:
+    """A whole file (a record such as ``meta.json``) parsed as one JSON object; InputError naming the file (and
+    the line of a syntax error)."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise InputError(path, "expected a JSON object")
+    return obj
+
+
 def json_object(path: str | Path, lineno: int, line: str) -> dict:
     """``line`` parsed as a JSON object."""
     try:

@@ -23,6 +23,7 @@ import faiss
 import numpy as np
 
 from ance_ir.data import InputError, atomic_directory
+from ance_ir.data.lines import read_json_object
 from ance_ir.index.faiss_index import build_index, describe_index, to_gpu
 
 INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
@@ -168,16 +169,6 @@ def passage_index(vectors: np.ndarray, docids: Sequence[str], index_type: str = 
     return DenseIndex(build_index(rows, index_type), [d for d in docids for _ in range(per)], meta)
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
-    if not isinstance(meta, dict):
-        raise InputError(path, "expected a JSON object")
-    return meta
-
-
 def load_dense_index(folder: str | Path) -> DenseIndex:
     """Open a dense index folder (ours or Pyserini's); ``meta.json`` is optional.
 
@@ -201,7 +192,7 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     if len(docids) != index.ntotal:
         raise InputError(docid_path, f"has {len(docids)} docids, but {index_path} holds "
                                      f"{index.ntotal} vectors")
-    meta = _read_meta(meta_path) if meta_path.is_file() else {}
+    meta = read_json_object(meta_path) if meta_path.is_file() else {}
     for key, actual in (("dimension", index.d), ("count", index.ntotal)):
         if key in meta and meta[key] != actual:
             raise InputError(meta_path, f"says {key} {meta[key]} but {index_path} has {actual}")

@@ -71,9 +71,9 @@ class EncoderConfig:
         from ance_ir.data import InputError
         from ance_ir.modeling.kinds import read_settings
 
-        path = Path(directory) / CONFIG_NAME
+        path, settings = Path(directory) / CONFIG_NAME, read_settings(directory, CONFIG_NAME)
         try:
-            return cls.from_dict(read_settings(directory, CONFIG_NAME))
+            return cls.from_dict(settings)
         except ValueError as e:
             raise InputError(path, str(e)) from None
 

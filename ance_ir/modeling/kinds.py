@@ -65,18 +65,10 @@ def write_kind(directory: str | Path, kind: str) -> None:
 def read_settings(directory: str | Path, name: str) -> dict[str, Any]:
     """The settings a kind saved in ``directory/name`` ({} for a folder without them, e.g. a bare backbone);
     InputError naming the file for one that is not a JSON object."""
-    from ance_ir.data import InputError
+    from ance_ir.data.lines import read_json_object
 
     path = Path(directory) / name
-    if not path.is_file():
-        return {}
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
-    if not isinstance(settings, dict):
-        raise InputError(path, "expected a JSON object of settings")
-    return settings
+    return read_json_object(path) if path.is_file() else {}
 
 
 def write_settings(directory: str | Path, kind: str, name: str, settings: dict[str, Any]) -> None:
