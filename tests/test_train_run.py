@@ -224,6 +224,16 @@ def test_a_new_run_removes_what_an_attempt_without_a_checkpoint_left(toy, tmp_pa
     assert not (output / "refresh").exists() and (output / "final").is_dir()
 
 
+def test_a_second_trainer_on_a_run_folder_is_refused(toy, tmp_path):
+    from ance_ir.data import output_lock
+
+    output = tmp_path / "run"
+    with output_lock(output), pytest.raises(InputError, match=f"pid {os.getpid()}.* is writing this output"):
+        train(toy_config(toy, output, negatives="random", refresh_every=0, max_steps=1))
+    train(toy_config(toy, output, negatives="random", refresh_every=0, max_steps=1))  # released: it runs
+    assert not (tmp_path / ".run.lock").exists()
+
+
 def test_the_inferencer_takes_refresh_steps_and_a_resume_removes_refresh_temporaries(tmp_path):
     from ance_ir.train.checkpoint import remove_partial
     from ance_ir.train.inferencer import _next_checkpoint

@@ -14,6 +14,7 @@ starts it by itself in ``refresh_mode: async``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from ance_ir.cli import ArgumentParser, run_cli
+from ance_ir.data import output_lock
 from ance_ir.modeling.inference import resolve_device
 from ance_ir.train.arguments import TrainConfig
 from ance_ir.train.checkpoint import list_checkpoints, step_of
@@ -98,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the run's inferencer_device/device)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the trainer's terminate(): temporary files cleaned up
-    serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)
+    with contextlib.ExitStack() as held:
+        if args.parent_pid is None:  # by hand: not while a trainer holds the run (it runs its own inferencer)
+            held.enter_context(output_lock(Path(args.output)))
+        serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)
     return 0
 
 

@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from ance_ir.data import InputError, atomic_directory
+from ance_ir.data import InputError, atomic_directory, output_lock
 from ance_ir.modeling.kinds import load_model
 from ance_ir.plugins import load_plugins
 from ance_ir.train.arguments import TrainConfig, check_resumable
@@ -93,6 +93,17 @@ class Trainer:
         if config.threads:
             torch.set_num_threads(config.threads)
         self.dist = Distributed.init(config.device)
+        self._lock = contextlib.ExitStack()  # rank 0's hold on the run folder: one trainer (or hand-run inferencer)
+        if self.dist.is_main:
+            self._lock.enter_context(output_lock(self.run.root))
+        try:
+            self._start(config, resume)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, config: TrainConfig, resume: bool) -> None:
+        """The rest of ``__init__``: the run folder prepared, then everything :meth:`_setup` loads."""
         self.device = self.dist.device
         self.precision = Precision(config.optim.precision, self.device)
         if config.task.batch_size % self.dist.world_size:
@@ -219,6 +230,11 @@ class Trainer:
             _say(f"resuming from {folder}")
 
     # ---- the loop ----
+
+    def close(self) -> None:
+        """Leave the process group and release the run folder."""
+        self.dist.close()
+        self._lock.close()
 
     def train(self) -> Path:
         """Train to the last step (or ``stop_at``); return the last checkpoint. Ctrl-C saves, then raises."""
@@ -410,4 +426,4 @@ def train(config: TrainConfig, resume: bool = False) -> Path:
     try:
         return trainer.train()
     finally:
-        trainer.dist.close()
+        trainer.close()
