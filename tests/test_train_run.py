@@ -224,7 +224,7 @@ def test_a_new_run_removes_what_an_attempt_without_a_checkpoint_left(toy, tmp_pa
     assert not (output / "refresh").exists() and (output / "final").is_dir()
 
 
-def test_a_second_trainer_on_a_run_folder_is_refused(toy, tmp_path):
+def test_a_second_trainer_on_a_run_folder_is_refused(toy, tmp_path, monkeypatch):
     from ance_ir.data import output_lock
 
     output = tmp_path / "run"
@@ -232,19 +232,16 @@ def test_a_second_trainer_on_a_run_folder_is_refused(toy, tmp_path):
         train(toy_config(toy, output, negatives="random", refresh_every=0, max_steps=1))
     train(toy_config(toy, output, negatives="random", refresh_every=0, max_steps=1))  # released: it runs
     assert not (tmp_path / ".run.lock").exists()
+    monkeypatch.chdir(output)
+    with output_lock("."):  # the run folder named as "." has its lock beside it, as any other
+        assert (tmp_path / ".run.lock").exists()
 
 
-def test_the_inferencer_takes_refresh_steps_and_a_resume_removes_refresh_temporaries(tmp_path):
+def test_a_resume_removes_the_temporaries_a_killed_refresh_left(tmp_path):
     from ance_ir.train.checkpoint import remove_partial
-    from ance_ir.train.inferencer import _next_checkpoint
 
     run = RunDir(tmp_path / "run")
-    for step in (0, 3, 4):  # 4: a save_every (or pause) checkpoint between refresh steps
-        (run.checkpoints / f"step-{step:08d}").mkdir(parents=True)
-        (run.checkpoints / f"step-{step:08d}" / STATE_FILE).write_bytes(b"")
-    assert _next_checkpoint(run, 3, every_step=False).name == "step-00000003"
-    assert _next_checkpoint(run, 3, every_step=True).name == "step-00000004"  # --once, or the final drain
-    run.refresh.mkdir()
+    run.refresh.mkdir(parents=True)
     (run.refresh / ".vectors-00000003.npz.abc.tmp").write_bytes(b"half")
     (run.refresh / "step-00000003.json").write_text("{}")
     remove_partial(run)

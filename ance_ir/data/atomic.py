@@ -93,7 +93,7 @@ def output_lock(path: str | Path) -> Iterator[Path]:
     Raises :class:`InputError` at once when another process holds it: two writers never share an output.
     Parent folders it had to create are removed again if the block leaves them empty.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # "." and ".." name no folder to put a lock file beside
     created = [p for p in path.parents if not p.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(f".{path.name}.lock")

@@ -3,9 +3,9 @@
     python -m ance_ir.train.inferencer train-runs/rag24-mini/ance          # follow the run until its trainer stops it
     python -m ance_ir.train.inferencer train-runs/rag24-mini/ance --once   # refresh the newest checkpoint, then exit
 
-It loops: take the newest complete checkpoint of a refresh step (a multiple of ``refresh.every``, as a sync run
-refreshes; with ``--once`` or a ``drain`` request, the newest of all) newer than the last one refreshed (older ones
-are skipped), refresh it (:func:`ance_ir.train.refresh.refresh_checkpoint`), publish. It stops when
+It loops: take the newest complete checkpoint newer than the last one refreshed (older ones are skipped; a
+``save_every`` or pause checkpoint counts too, so that a resumed run waiting on ``max_staleness`` always gets one),
+refresh it (:func:`ance_ir.train.refresh.refresh_checkpoint`), publish. It stops when
 ``OUTPUT/inferencer.stop`` appears (``drain``: after refreshing the newest checkpoint; ``now``: before starting
 another refresh) or, when given ``--parent-pid``, when that trainer process is gone; a stop request left from an
 earlier run does not stop one started by hand. ``OUTPUT/inferencer.json`` tells what it is doing. The trainer
@@ -14,7 +14,6 @@ starts it by itself in ``refresh_mode: async``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -25,10 +24,9 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from ance_ir.cli import ArgumentParser, run_cli
-from ance_ir.data import output_lock
 from ance_ir.modeling.inference import resolve_device
 from ance_ir.train.arguments import TrainConfig
-from ance_ir.train.checkpoint import list_checkpoints, step_of
+from ance_ir.train.checkpoint import latest_checkpoint, step_of
 from ance_ir.train.layout import RunDir
 from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint
 from ance_ir.train.store import RefreshRecords, read_stop, write_status
@@ -59,7 +57,7 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
         if parent_pid is not None and os.getppid() != parent_pid:
             print("the trainer is gone; stopping", file=sys.stderr)
             break
-        newest = _next_checkpoint(run, config.refresh.every, every_step=once or stop == "drain")
+        newest = latest_checkpoint(run)
         if newest is not None and step_of(newest) > done:
             write_status(run, "refreshing", step_of(newest))
             try:
@@ -85,12 +83,6 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
     return count
 
 
-def _next_checkpoint(run: RunDir, every: int, every_step: bool) -> Path | None:
-    """The newest complete checkpoint of a refresh step (a multiple of ``every``), or of any step."""
-    found = [c for c in list_checkpoints(run) if every_step or not every or step_of(c) % every == 0]
-    return found[-1] if found else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.train.inferencer", description=__doc__)
     parser.add_argument("output", help="the training run folder (holds config.json and checkpoints/)")
@@ -100,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the run's inferencer_device/device)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the trainer's terminate(): temporary files cleaned up
-    with contextlib.ExitStack() as held:
-        if args.parent_pid is None:  # by hand: not while a trainer holds the run (it runs its own inferencer)
-            held.enter_context(output_lock(Path(args.output)))
-        serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)
+    serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)
     return 0
 
 

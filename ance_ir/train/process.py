@@ -11,6 +11,7 @@ from ance_ir.train.layout import RunDir
 from ance_ir.train.store import read_status, request_stop
 
 STOP_GRACE_S = 30  # after an interruption, how long the inferencer may take before it is terminated
+TERM_GRACE_S = 10  # then how long its SIGTERM handler may take (it runs between Python bytecodes) before a kill
 
 
 class InferencerProcess:
@@ -62,5 +63,9 @@ class InferencerProcess:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.terminate()
-                self.proc.wait()
+                try:
+                    self.proc.wait(TERM_GRACE_S)
+                except subprocess.TimeoutExpired:  # inside a long faiss or numpy call
+                    self.proc.kill()
+                    self.proc.wait()
         return self.proc.returncode

@@ -93,10 +93,10 @@ class Trainer:
         if config.threads:
             torch.set_num_threads(config.threads)
         self.dist = Distributed.init(config.device)
-        self._lock = contextlib.ExitStack()  # rank 0's hold on the run folder: one trainer (or hand-run inferencer)
-        if self.dist.is_main:
-            self._lock.enter_context(output_lock(self.run.root))
+        self._lock = contextlib.ExitStack()  # rank 0's hold on the run folder: one trainer at a time
         try:
+            if self.dist.is_main:
+                self._lock.enter_context(output_lock(self.run.root))
             self._start(config, resume)
         except BaseException:
             self.close()
