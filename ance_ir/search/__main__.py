@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
-    elif given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"}):
-        flag = given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"})[0]
-        raise ValueError(f"{args.index}: {flag} applies to a token index's candidates; this is not a token index")
+    elif token_flags := given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"}):
+        raise ValueError(f"{args.index}: {token_flags[0]} applies to a token index's candidates; this is not a "
+                         "token index")
     elif is_impact_index(args.index):
         run = _impact_search(args, topics, device)
     else:
