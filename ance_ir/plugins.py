@@ -31,29 +31,33 @@ def import_plugin(spec: str) -> ModuleType:
     key = str(path.resolve()) if spec.endswith(".py") else spec
     if key in _loaded:
         return _loaded[key]
-    if spec.endswith(".py"):
-        if not path.is_file():
-            raise FileNotFoundError(f"{spec}: no such plugin file")
-        name = f"ance_ir_plugin_{path.stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except SyntaxError as e:
-            del sys.modules[name]
-            raise InputError(e.filename or spec, f"not valid Python ({e.msg})", e.lineno) from None
-        except ImportError as e:
-            del sys.modules[name]
+    is_file = spec.endswith(".py")
+    if is_file and not path.is_file():
+        raise FileNotFoundError(f"{spec}: no such plugin file")
+    try:
+        module = _import_file(path, key) if is_file else importlib.import_module(spec)
+    except SyntaxError as e:
+        raise InputError(e.filename or spec, f"not valid Python ({e.msg})", e.lineno) from None
+    except ImportError as e:
+        if is_file:
             raise InputError(spec, f"plugin cannot be imported ({e})") from None
-    else:
-        try:
-            module = importlib.import_module(spec)
-        except SyntaxError as e:
-            raise InputError(e.filename or spec, f"not valid Python ({e.msg})", e.lineno) from None
-        except ImportError as e:
-            raise ValueError(f"plugin module {spec!r} cannot be imported ({e})") from None
+        raise ValueError(f"plugin module {spec!r} cannot be imported ({e})") from None
     _loaded[key] = module
+    return module
+
+
+def _import_file(path: Path, key: str) -> ModuleType:
+    """Execute the plugin file at ``path`` as a module of its own (registered in ``sys.modules`` while it runs, as
+    an import does; taken out again when it fails)."""
+    name = f"ance_ir_plugin_{path.stem}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
 
 

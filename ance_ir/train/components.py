@@ -117,8 +117,9 @@ def check_components(config: TrainConfig) -> None:
     _check(config.negatives, declared)
     data.check_config(config)
     task.check_config(config)
-    if task.own_loss and (config.loss.name != LossSection().name or config.loss.options):
-        setting = "loss.name" if config.loss.name != LossSection().name else f"loss.{next(iter(config.loss.options))}"
+    renamed = config.loss.name != LossSection().name
+    if task.own_loss and (renamed or config.loss.options):
+        setting = "loss.name" if renamed else f"loss.{next(iter(config.loss.options))}"
         raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
                                    "and a loss's options are not used")
 
