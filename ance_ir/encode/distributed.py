@@ -92,7 +92,8 @@ def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, 
 def run_ranks(launch: Launch, prepare: Callable[[], T], encode_shard: Callable[[T], None],
               merge: Callable[[], DenseIndex]) -> DenseIndex | None:
     """``prepare`` on rank 0 (e.g. fetch the corpus), its result to every rank, ``encode_shard(result)`` on
-    every rank, then ``merge`` on rank 0. Returns rank 0's merged index, None on the other ranks.
+    every rank, then ``merge`` on rank 0 while the others wait. Returns rank 0's merged index, None on the other
+    ranks.
 
     A bad-input error (``error:``-type, see :data:`ance_ir.cli.CLI_ERRORS`) on any rank reaches every rank
     through the collectives: rank 0 prints its ``error:`` line, so it appears once, and every rank exits 2.
@@ -110,7 +111,12 @@ def run_ranks(launch: Launch, prepare: Callable[[], T], encode_shard: Callable[[
         messages: list[str | None] = [None] * launch.world_size
         dist.all_gather_object(messages, _attempt(lambda: encode_shard(shared[1]))[0])
         _raise_first(launch, messages)
-        return merge() if launch.rank == 0 else None
+        # the merge's outcome is a collective too: a rank that tore its process group down while rank 0 still
+        # merged could abort at exit ("terminate called without an active exception")
+        message, merged = _attempt(merge) if launch.rank == 0 else (None, None)
+        dist.all_gather_object(messages, message)
+        _raise_first(launch, messages)
+        return merged
     finally:
         dist.destroy_process_group()
 

@@ -30,6 +30,8 @@ from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
     check_output,
+    fill_defaults,
+    given_flags,
     load_cli_plugins,
     non_negative_int,
     positive_float,
@@ -129,13 +131,11 @@ def main(argv: list[str] | None = None) -> int:
 def _only_for_own_mode(args: argparse.Namespace) -> None:
     """Refuse the other mode's flags (they would be ignored), then fill in this mode's defaults."""
     own, other = (JUDGED_DEFAULTS, GENERATOR_DEFAULTS) if args.topics else (GENERATOR_DEFAULTS, JUDGED_DEFAULTS)
-    given = ["--" + dest.replace("_", "-") for dest in other if getattr(args, dest) is not None]
+    given = given_flags(args, {"--" + dest.replace("_", "-"): dest for dest in other})
     if given:
         mode = "--topics (the judged queries' own text)" if args.topics else "--generator"
         raise ValueError(f"{', '.join(given)}: not used with {mode}")
-    for dest, default in own.items():
-        if getattr(args, dest) is None:
-            setattr(args, dest, default)
+    fill_defaults(args, own)
 
 
 def _recorded(value: str) -> str:
