@@ -7,10 +7,12 @@ JVM's and libraries' warnings, which are otherwise silenced); its ``--help`` sho
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import math
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -166,13 +168,18 @@ def check_output(path: str | Path, *, folder: bool = False) -> Path:
         raise InputError(path, "is a folder; the output must be a file name")
     if path.exists() and not path.is_dir() and folder:
         raise InputError(path, "exists and is not a folder")
-    parent = path.parent
+    parent = path.parent  # where the temporary file or folder (and a lock) beside the output go
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise InputError(parent, f"is not a folder, so {path} cannot be written")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(parent, f"is not writable, so {path} cannot be written")
+    try:  # a file made and removed again: os.access says yes to root even where nothing can be written (/proc)
+        fd, probe = tempfile.mkstemp(prefix=".ance-ir-probe.", dir=parent)
+    except OSError as e:
+        raise InputError(parent, f"is not writable ({e.strerror}), so {path} cannot be written") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):  # a folder that takes files but refuses deletions: the write will tell
+        os.unlink(probe)
     return path
 
 

@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +25,8 @@ _loaded: dict[str, ModuleType] = {}
 
 def import_plugin(spec: str) -> ModuleType:
     """Import a ``.py`` file (by path) or a module (by dotted name), once per process; a plugin that is not valid
-    Python or imports what is not installed is an :class:`~ance_ir.data.InputError` naming its file and line."""
+    Python, imports what is not installed or fails while it runs (a component registered under a name that is
+    taken) is an :class:`~ance_ir.data.InputError` naming its file and line."""
     from ance_ir.data import InputError
 
     path = Path(spec).expanduser()
@@ -42,8 +44,21 @@ def import_plugin(spec: str) -> ModuleType:
         if is_file:
             raise InputError(spec, f"plugin cannot be imported ({e})") from None
         raise ValueError(f"plugin module {spec!r} cannot be imported ({e})") from None
+    except Exception as e:  # the plugin's own code failed: say where, not only what
+        failure = f"the plugin failed while it was imported: {type(e).__name__}: {e}"
+        if is_file:
+            raise InputError(spec, failure, _line_in(e, path)) from None
+        raise ValueError(f"plugin module {spec!r}: {failure}") from None
     _loaded[key] = module
     return module
+
+
+def _line_in(error: BaseException, path: Path) -> int | None:
+    """The line of ``path`` the traceback of ``error`` last passed through (where the plugin's code failed)."""
+    target = str(path.resolve())
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+             if frame.filename and str(Path(frame.filename).resolve()) == target]
+    return lines[-1] if lines else None
 
 
 def _import_file(path: Path, key: str) -> ModuleType:
@@ -67,5 +82,11 @@ def environment_plugins() -> list[str]:
 
 
 def load_plugins(specs: Iterable[str] = ()) -> list[ModuleType]:
-    """Import ``ANCE_IR_IMPORTS`` and then ``specs``; return the modules."""
-    return [import_plugin(s) for s in [*environment_plugins(), *specs]]
+    """Import ``ANCE_IR_IMPORTS`` and then ``specs``; return the modules. The built-in model kinds are registered
+    first, so that a plugin taking one of their names is the one refused."""
+    specs = [*environment_plugins(), *specs]
+    if specs:
+        from ance_ir.modeling.kinds import register_built_in_kinds
+
+        register_built_in_kinds()
+    return [import_plugin(s) for s in specs]

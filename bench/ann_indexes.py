@@ -1,6 +1,6 @@
 """HNSW and IVF-PQ against exact flat search: recall@k relative to flat, index size, build time, QPS.
 
-    python -m bench.ann_indexes --index indexes/rag24-mini.minilm --topics rag24-mini-train rag24-mini-test \
+    python -m bench.ann_indexes --index indexes/rag24-mini.minilm --topics rag24-mini-train rag24-mini-test \\
         --output docs/ann.md
 """
 

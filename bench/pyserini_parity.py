@@ -1,6 +1,6 @@
 """Open an ance-ir dense index in Pyserini's ``FaissSearcher`` and compare its top-k with an ance-ir run.
 
-    python -m bench.pyserini_parity --index indexes/rag24-mini.minilm --topics rag24-mini-test \
+    python -m bench.pyserini_parity --index indexes/rag24-mini.minilm --topics rag24-mini-test \\
         --run runs/rag24/minilm.test.trec
 """
 

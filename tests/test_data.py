@@ -10,7 +10,10 @@ import pytest
 from ance_ir.data import (
     InputError,
     Passage,
+    atomic_directory,
+    atomic_write,
     load_corpus,
+    output_lock,
     read_qrels,
     read_run,
     read_topics_tsv,
@@ -136,3 +139,11 @@ def test_failed_write_leaves_no_file(tmp_path):
         write_run({"q": [("d", 2.0)]}, tmp_path / "r.trec", tag="has space")
     assert (tmp_path / "r.trec").read_text() == "q Q0 d 1 1.000000 ance-ir\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.trec"]
+
+
+@pytest.mark.parametrize("write", [lambda p: atomic_write(p), lambda p: atomic_directory(p), lambda p: output_lock(p)],
+                         ids=["file", "folder", "lock"])
+def test_an_output_that_cannot_be_made_is_named_not_its_temporary(write):
+    with pytest.raises(OSError) as error, write("/proc/out.trec"):  # /proc exists and takes no new file
+        pass
+    assert error.value.filename == "/proc/out.trec"

@@ -256,3 +256,14 @@ def test_empty_runs_and_queries_without_hits():
     assert reciprocal_rank_fusion([{}, {}]) == {} and interpolate({}, {}, 0.5, 0.5) == {}
     assert reciprocal_rank_fusion([{"q": []}, {"p": [("d", 1.0)]}]) == {"q": [], "p": [("d", 1 / 61)]}
     assert interpolate({"q": []}, {"q": [("d", 1.0)]}, 0.5, 0.5) == {"q": [("d", 0.5)]}  # the empty side fills 0
+
+
+def test_an_interpolation_flag_under_rrf_says_rrf_is_the_default_only_when_it_is(tmp_path):
+    from ance_ir.fusion.__main__ import main
+
+    runs = ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "--output", str(tmp_path / "f.trec")]
+    with pytest.raises(ValueError, match=r"--alpha is a setting of --method interpolation, not of rrf \(the default "
+                                         r"method\)$"):
+        main([*runs, "--alpha", "0.3"])
+    with pytest.raises(ValueError, match=r"--alpha is a setting of --method interpolation, not of rrf$"):
+        main([*runs, "--method", "rrf", "--alpha", "0.3"])

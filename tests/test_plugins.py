@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,14 @@ from ance_ir.data import read_run
 from ance_ir.index import load_dense_index
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
+from ance_ir.negatives.sources import CANDIDATE_SOURCES, CandidateSource, register_source
 from ance_ir.plugins import load_plugins
 from ance_ir.train import build_config
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.distributed import Distributed
 from ance_ir.train.layout import RunDir
 from ance_ir.train.negatives import build_sampler
+from ance_ir.train.registry import Registry
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FILES = [str(PLUGINS / f"{name}.py") for name in
@@ -137,3 +140,77 @@ def test_unknown_plugin_option_names_the_line(plugin_config):
     with pytest.raises(ValueError, match=rf"plugins.yaml:{line}: loss.margn: unknown setting; did you mean "
                                          "'margin'"):
         build_config(plugin_config, {})
+
+
+def test_a_registry_refuses_a_taken_or_missing_name_and_suggests_a_close_one():
+    registry = Registry("loss")
+
+    class Margin:
+        name = "margin"
+
+    class Other:
+        name = "margin"
+
+    class Nameless:
+        name = ""
+
+    assert registry.register(Margin) is registry.register(Margin)  # the same class again is fine
+    with pytest.raises(ValueError, match=r"class .*Other: the loss 'margin' is taken by .*Margin; choose another"):
+        registry.register(Other)
+    with pytest.raises(ValueError, match="class .*Nameless: a loss needs a non-empty string 'name'"):
+        registry.register(Nameless)
+    assert registry == {"margin": Margin}
+    with pytest.raises(ValueError, match=r"x.name: must be one of margin, got 'margn' \(did you mean 'margin'\? "):
+        registry.lookup("margn", "x.name")
+
+
+def test_a_candidate_source_parameter_without_a_default_is_a_required_setting(toy_collection, tmp_path):
+    @register_source
+    class Needs(CandidateSource):
+        name = "test-needs-corpus"
+
+        def __init__(self, corpus: str):
+            self.corpus = corpus
+
+        def retrieve(self, queries, depth):
+            return {}
+
+    values = {"output": str(tmp_path / "run"), "corpus": str(toy_collection["corpus"]),
+              "train_topics": str(toy_collection["topics"]), "train_qrels": str(toy_collection["qrels"]),
+              "negatives": "candidates", "negatives.source": "test-needs-corpus"}
+    try:
+        with pytest.raises(ValueError, match=r"^negatives.corpus: is required \(it has no default\)$"):
+            build_config(None, values)
+        config = build_config(None, {**values, "negatives.corpus": "c.jsonl"})
+        assert config.negatives.options == {"source": "test-needs-corpus", "corpus": "c.jsonl"}
+    finally:
+        del CANDIDATE_SOURCES["test-needs-corpus"]
+
+
+def test_a_plugin_file_run_twice_registers_once_and_one_taking_a_built_in_kind_is_named(tmp_path):
+    """The same class statement run again (the file imported by path and by module name) is no clash; a plugin
+    taking a built-in kind's name is refused by its own file and line even before that kind was ever loaded."""
+    from ance_ir.plugins import import_plugin
+    from ance_ir.train.loss import LOSSES
+
+    plugin = tmp_path / "twice_loss.py"
+    plugin.write_text("from ance_ir.train.loss import NLLLoss, register_loss\n\n\n@register_loss\n"
+                      "class Twice(NLLLoss):\n    name = 'test-twice'\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        first = import_plugin(str(plugin)).Twice
+        second = import_plugin("twice_loss").Twice  # the same file, now as a module: its class statement runs again
+        assert second is not first and LOSSES["test-twice"] is second
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("twice_loss", None)
+        del LOSSES["test-twice"]
+    kind = tmp_path / "splade_kind.py"
+    kind.write_text("from ance_ir.modeling.kinds import register_model_kind\n\n\n@register_model_kind\n"
+                    "class Mine:\n    kind = 'splade'\n")
+    done = run_module("ance_ir.encode", "--import", str(kind), "--corpus", "c.jsonl", "--encoder", "bert-tiny",
+                      "--output", str(tmp_path / "index"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"error: {kind}:4: the plugin failed while it was imported: ValueError: class Mine: the model kind 'splade' "
+        "is taken by ance_ir.modeling.splade.")

@@ -189,7 +189,7 @@ def test_output_that_is_a_file_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         run_cli(train_main, ["--config", str(path), "--device", "cpu"])
     assert done.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {output}: the output exists and is not a folder"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {output}: exists and is not a folder"
     assert output.read_text() == "not a folder"
 
 
@@ -206,3 +206,4 @@ def test_the_settings_table_of_configs_readme_is_what_its_snippet_prints(capsys)
     snippet = re.search(r"<summary>The snippet that writes this table</summary>\n\n```python\n(.*?)```", text, re.S)
     exec(snippet.group(1), {})  # noqa: S102 - the documented snippet itself
     assert capsys.readouterr().out.rstrip("\n") in text
+

@@ -14,18 +14,30 @@ import io
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from ance_ir.data.errors import InputError
+
+T = TypeVar("T")
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _beside(path: Path, make: Callable[[], T]) -> T:
+    """``make()`` a temporary or lock file beside ``path`` (its parent folders first); an OSError of ``make`` names
+    ``path``, the output the caller asked for, not the hidden name beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return make()
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
 
 
 @contextmanager
@@ -36,8 +48,7 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     writes gzip with an empty name and zero mtime in its header, so the same content gives the same bytes.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _beside(path, lambda: tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())
     try:
@@ -66,8 +77,7 @@ def _open_layers(raw: IO[bytes], gzipped: bool, binary: bool) -> Iterator[IO]:
 def atomic_directory(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; move it to ``path`` when the block exits cleanly."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = Path(_beside(path, lambda: tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
@@ -95,10 +105,9 @@ def output_lock(path: str | Path) -> Iterator[Path]:
     """
     path = Path(os.path.abspath(path))  # "." and ".." name no folder to put a lock file beside
     created = [p for p in path.parents if not p.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(f".{path.name}.lock")
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        fd = _beside(path, lambda: os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask()))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

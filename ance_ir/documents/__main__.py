@@ -1,10 +1,10 @@
 """``python -m ance_ir.documents derive|split|pool``: the ANCE paper's document task (FirstP, MaxP).
 
     # documents and document qrels from a segmented corpus (a document: its segments joined)
-    python -m ance_ir.documents derive --corpus rag24-mini --qrels rag24-mini-test rag24-mini-train \
+    python -m ance_ir.documents derive --corpus rag24-mini --qrels rag24-mini-test rag24-mini-train \\
         --output data/rag24-mini-docs
     # MaxP: the first 4 windows of 512 tokens; FirstP: --max-passages 1
-    python -m ance_ir.documents split --corpus data/rag24-mini-docs/corpus.jsonl --tokenizer bert-tiny \
+    python -m ance_ir.documents split --corpus data/rag24-mini-docs/corpus.jsonl --tokenizer bert-tiny \\
         --length 510 --stride 510 --max-passages 4 --output data/rag24-mini-docs/maxp.jsonl
     # a passage run ranked by document: max (MaxP) or first passage (FirstP)
     python -m ance_ir.documents pool --run runs/maxp.trec --pooling max --hits 100 --output runs/maxp.doc.trec

@@ -20,7 +20,7 @@ torchrun shard is reused at the same precision.
 A colbert model writes a token index (every kept token vector, float16, plus faiss k-means centroids; see
 ``ance_ir.index.token_index``), resumable the same way, in one process (no --shard, no torchrun):
 
-    python -m ance_ir.encode --corpus rag24-mini --encoder train-runs/rag24-mini/colbert \
+    python -m ance_ir.encode --corpus rag24-mini --encoder train-runs/rag24-mini/colbert \\
         --output indexes/rag24-mini.colbert [--centroids 8192]
 
 A splade model (e.g. the alias splade-tiny) writes a Lucene impact index: the passages' term weights quantised

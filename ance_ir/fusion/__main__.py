@@ -11,7 +11,7 @@ maps each run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid
 rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, scored as ``pyserini.fusion`` scores it.
 ``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
-    python -m ance_ir.fusion --runs runs/bm25.train.trec runs/dense.train.trec --method interpolation \
+    python -m ance_ir.fusion --runs runs/bm25.train.trec runs/dense.train.trec --method interpolation \\
         --tune rag24-mini-train --output runs/hybrid.train.trec
 """
 
@@ -45,7 +45,7 @@ from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, cross_validated_inte
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
-    parser.add_argument("--method", choices=["interpolation", "rrf"], default="rrf", help="how runs are fused")
+    parser.add_argument("--method", choices=["interpolation", "rrf"], help="how runs are fused (default rrf)")
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
     parser.add_argument("--tune", metavar="QRELS", help="choose alpha by nDCG@10 on these qrels (training topics)")
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_run_tag(args.run_tag)
     _check_method_settings(args)
-    fill_defaults(args, {"alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})
+    fill_defaults(args, {"method": "rrf", "alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})
 
     with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
         runs = list(pool.map(read_run_table, args.runs))
@@ -106,12 +106,14 @@ def _check_method_settings(args: argparse.Namespace) -> None:
     with the default ``rrf``, say), and ``--alpha``, ``--alphas`` or ``--folds`` that do not fit with ``--tune``."""
     if args.method == "interpolation" and len(args.runs) != 2:
         raise ValueError(f"interpolation needs exactly two runs, got {len(args.runs)}")
-    if args.method == "rrf" and len(args.runs) < 2:
+    method = args.method or "rrf"
+    if method == "rrf" and len(args.runs) < 2:
         raise ValueError("rrf needs at least two runs")
     given = given_flags(args, {"--alpha": "alpha", "--tune": "tune", "--alphas": "alphas", "--folds": "folds",
                                "--normalization": "normalization"})
-    if args.method == "rrf" and given:
-        raise ValueError(f"{given[0]} is a setting of --method interpolation, not of rrf (the default method)")
+    if method == "rrf" and given:
+        default = "" if args.method else " (the default method)"
+        raise ValueError(f"{given[0]} is a setting of --method interpolation, not of rrf{default}")
     if args.method == "interpolation" and args.rrf_k is not None:
         raise ValueError("--rrf-k is a setting of --method rrf, not of interpolation")
     if args.alpha is not None and args.tune:

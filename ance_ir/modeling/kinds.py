@@ -33,6 +33,8 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from ance_ir.train.registry import Registry
+
 MODEL_FILE = "ance_ir_model.json"
 DEFAULT_KIND = "dense"
 
@@ -47,13 +49,9 @@ class ModelKind(Protocol):
     def from_pretrained(cls, name_or_path: str | Path, **overrides: Any) -> Any: ...
 
 
-MODEL_KINDS: dict[str, type] = {}
-
-
-def register_model_kind(cls: type) -> type:
-    """Class decorator: make a model class loadable by its ``kind`` name."""
-    MODEL_KINDS[cls.kind] = cls
-    return cls
+MODEL_KINDS = Registry("model kind", key="kind")
+#: class decorator: make a model class loadable by its ``kind`` name
+register_model_kind = MODEL_KINDS.register
 
 
 def write_kind(directory: str | Path, kind: str) -> None:
@@ -103,9 +101,9 @@ def saved_kind(directory: str | Path) -> str | None:
         raise ValueError(f"{path}: not a valid model record ({e})") from None
 
 
-def kind_class(kind: str) -> type:
-    """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
-    import ance_ir.modeling.colbert  # noqa: F401 - registers the built-in kinds
+def register_built_in_kinds() -> None:
+    """Import the modules of the built-in kinds (each registers itself), e.g. before plugins may register theirs."""
+    import ance_ir.modeling.colbert  # noqa: F401
     import ance_ir.modeling.cross_encoder  # noqa: F401
     import ance_ir.modeling.deepct  # noqa: F401
     import ance_ir.modeling.encoder  # noqa: F401
@@ -115,9 +113,14 @@ def kind_class(kind: str) -> type:
     import ance_ir.modeling.poly_encoder  # noqa: F401
     import ance_ir.modeling.splade  # noqa: F401
 
+
+def kind_class(kind: str) -> type:
+    """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
+    register_built_in_kinds()
     if kind not in MODEL_KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; known: {', '.join(sorted(MODEL_KINDS))} (a plugin kind "
-                         "is registered by importing its module: --import FILE or 'imports:' in the config)")
+        raise ValueError(f"unknown model kind {kind!r}; {MODEL_KINDS.suggest(kind)}known: "
+                         f"{', '.join(sorted(MODEL_KINDS))} (a plugin kind is registered by importing its module: "
+                         "--import FILE or 'imports:' in the config)")
     return MODEL_KINDS[kind]
 
 

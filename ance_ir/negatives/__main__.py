@@ -17,7 +17,7 @@ trainer's BM25 warm-up negatives (ance_ir.bm25.bm25_negatives at depth 200).
 Topics without qrels get pseudo labels with --pseudo-positives K: each query's top K candidates (scoring at least
 --min-pseudo-score) are its positives, e.g. a teacher's ranking of unlabelled queries (RocketQA's augmentation):
 
-    python -m ance_ir.negatives --topics msmarco-dev --corpus rag24-mini --source dense \
+    python -m ance_ir.negatives --topics msmarco-dev --corpus rag24-mini --source dense \\
         --index indexes/rag24-mini.minilm --hits 31 --depth 30 --pseudo-positives 1 --output pseudo.jsonl.gz
 """
 
@@ -39,7 +39,7 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.negatives.sources import CANDIDATE_SOURCES
+from ance_ir.negatives.sources import CANDIDATE_SOURCES, source_class
 
 
 def build_parser() -> ArgumentParser:
@@ -100,7 +100,9 @@ SOURCE_FLAGS = {"bm25": {"--index": "index", "--k1": "k1", "--b": "b", "--thread
 
 
 def source_params(args: argparse.Namespace) -> dict:
-    """The ``build_source`` parameters for the chosen source; ValueError for flags that do not apply to it."""
+    """The ``build_source`` parameters for the chosen source; ValueError for an unknown source or flags that do not
+    apply to it."""
+    source_class(args.source)
     flags = {flag: dest for own in SOURCE_FLAGS.values() for flag, dest in own.items()}
     flags["--source-option"] = "source_option"
     own = SOURCE_FLAGS.get(args.source, {"--source-option": "source_option"})

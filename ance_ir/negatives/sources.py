@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ance_ir.data import InputError, Run, read_run
+from ance_ir.train.registry import Registry
 
-CANDIDATE_SOURCES: dict[str, type[CandidateSource]] = {}
+CANDIDATE_SOURCES = Registry("candidate source")
+#: class decorator: make a source selectable by its ``name``
+register_source = CANDIDATE_SOURCES.register
 
 BM25_INDEX_HINT = "build one with: python -m ance_ir.bm25 index --corpus CORPUS --output DIR"
-
-
-def register_source(cls: type[CandidateSource]) -> type[CandidateSource]:
-    """Class decorator: make a source selectable by its ``name``."""
-    CANDIDATE_SOURCES[cls.name] = cls
-    return cls
 
 
 class CandidateSource(ABC):
@@ -127,11 +124,17 @@ class RunSource(CandidateSource):
         return {qid: list(self.run.get(qid, ())[:depth]) for qid in queries}
 
 
+def source_class(name: str) -> type[CandidateSource]:
+    """The source registered as ``name``; ValueError naming the known ones for an unknown name."""
+    if name not in CANDIDATE_SOURCES:
+        raise ValueError(f"unknown candidate source {name!r} ({CANDIDATE_SOURCES.suggest(name)}known: "
+                         f"{', '.join(sorted(CANDIDATE_SOURCES))})")
+    return CANDIDATE_SOURCES[name]
+
+
 def build_source(name: str, **params: Any) -> CandidateSource:
     """The source registered as ``name``, built with ``params``; ValueError for an unknown name or parameter."""
-    if name not in CANDIDATE_SOURCES:
-        raise ValueError(f"unknown candidate source {name!r} (known: {', '.join(sorted(CANDIDATE_SOURCES))})")
-    cls = CANDIDATE_SOURCES[name]
+    cls = source_class(name)
     try:
         inspect.signature(cls).bind(**params)
     except TypeError as e:

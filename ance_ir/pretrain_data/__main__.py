@@ -2,7 +2,7 @@
 
     python -m ance_ir.pretrain_data ict --corpus rag24-mini --output pretrain/ict.jsonl --show 10
     python -m ance_ir.pretrain_data wlp --corpus rag24-mini --option titles=first-line --output pretrain/wlp.jsonl
-    python -m ance_ir.pretrain_data qgen --corpus rag24-mini --option queries=expanded.jsonl.queries.jsonl \
+    python -m ance_ir.pretrain_data qgen --corpus rag24-mini --option queries=expanded.jsonl.queries.jsonl \\
         --output qgen.jsonl --topics-out qgen.tsv --qrels-out qgen.qrels
 
 The pairs are the ones ``data.source: SOURCE`` trains on with the same ``--seed`` and options, one group a pair:

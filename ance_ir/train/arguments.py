@@ -142,8 +142,10 @@ def coerce(name: str, value: Any, base: type, optional: bool) -> Any:
 
 
 def coerce_option(name: str, value: Any, default: Any) -> Any:
-    """A component option's value, converted to the type of its declared default."""
-    if default is None:
+    """A component option's value, converted to the type of its declared default (None or REQUIRED: as given)."""
+    from ance_ir.train.registry import REQUIRED
+
+    if default is None or default is REQUIRED:
         return value
     return coerce(name, value, type(default) if not isinstance(default, list) else list, False)
 

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 def _source_options(name: str) -> dict[str, Any]:
     from ance_ir.negatives.sources import CANDIDATE_SOURCES
 
-    if name not in CANDIDATE_SOURCES:
-        raise ConfigError("negatives.source", f"must be one of {', '.join(CANDIDATE_SOURCES)}, got {name!r}")
-    parameters = inspect.signature(CANDIDATE_SOURCES[name].__init__).parameters.values()
+    parameters = inspect.signature(CANDIDATE_SOURCES.lookup(name, "negatives.source").__init__).parameters.values()
     return {p.name: p.default for p in parameters
             if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
@@ -122,4 +120,3 @@ def check_components(config: TrainConfig) -> None:
         setting = "loss.name" if renamed else f"loss.{next(iter(config.loss.options))}"
         raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
                                    "and a loss's options are not used")
-

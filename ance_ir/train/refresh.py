@@ -31,6 +31,7 @@ from ance_ir.train.checkpoint import step_of
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
+from ance_ir.train.settings import ConfigError, RefreshSection
 from ance_ir.train.store import NegativesStore, RefreshRecords, VectorStore
 
 if TYPE_CHECKING:
@@ -75,14 +76,7 @@ class RefreshJob:
         """The job of a run (``data``: the trainer's already-loaded data, else it is read here)."""
         data = data or TrainData.load(config)
         cfg = config.refresh
-        eval_topics = eval_qrels = None
-        if cfg.eval_topics:
-            eval_topics = resolve_topics(cfg.eval_topics)
-            eval_qrels = resolve_qrels(cfg.eval_qrels) if cfg.eval_qrels else qrels_for_topics(cfg.eval_topics)
-            if eval_qrels is None:
-                raise ValueError(f"eval_topics {cfg.eval_topics} is a file; set eval_qrels too")
-            if not set(eval_topics) & set(eval_qrels):
-                raise ValueError(f"eval_qrels judge none of the eval_topics {cfg.eval_topics}")
+        eval_topics, eval_qrels = eval_set(cfg)
         positives: dict[str, list[str]] = {}
         for qid, docid in data.pairs:
             positives.setdefault(qid, []).append(docid)
@@ -92,6 +86,22 @@ class RefreshJob:
                    cfg.batch_size, cfg.precision, cfg.index_type, cfg.hits,
                    config.negatives.options.get("denoise_with"), config.negatives.options.get("denoise_above"),
                    cfg.keep_index, cfg.reencode_share, cfg.priority_depth, cfg.passage_max_length, config.progress)
+
+
+def eval_set(cfg: RefreshSection) -> tuple[Topics | None, Qrels | None]:
+    """The topics and qrels each refresh evaluates (None, None without ``eval_topics``); ConfigError for topics
+    without qrels (a file, and no ``eval_qrels``) or qrels that judge none of them. The trainer calls it before
+    step 0, so that a run fails before it starts rather than in its first refresh."""
+    if not cfg.eval_topics:
+        return None, None
+    topics = resolve_topics(cfg.eval_topics)
+    qrels = resolve_qrels(cfg.eval_qrels) if cfg.eval_qrels else qrels_for_topics(cfg.eval_topics)
+    if qrels is None:
+        raise ConfigError("refresh.eval_topics", f"{cfg.eval_topics} has no qrels of its own (a topics file, or a "
+                                                 "dataset without qrels): set refresh.eval_qrels (--eval-qrels) too")
+    if not set(topics) & set(qrels):
+        raise ConfigError("refresh.eval_qrels", f"judge none of the eval_topics {cfg.eval_topics}")
+    return topics, qrels
 
 
 def _ranking(qids: list[str], results: list[tuple[np.ndarray, list[str]]]) -> dict[str, list[tuple[str, float]]]:

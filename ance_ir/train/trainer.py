@@ -26,7 +26,8 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from ance_ir.data import InputError, atomic_directory, output_lock
+from ance_ir.cli import check_output
+from ance_ir.data import atomic_directory, output_lock
 from ance_ir.modeling.kinds import load_model
 from ance_ir.plugins import load_plugins
 from ance_ir.train.arguments import TrainConfig, check_resumable
@@ -47,6 +48,7 @@ from ance_ir.train.layout import RunDir
 from ance_ir.train.model_card import write_model_card
 from ance_ir.train.modeling import GROUPS, grad_norm, layer_groups
 from ance_ir.train.optim import Precision, build_optimizer, linear_schedule
+from ance_ir.train.refresh import eval_set
 from ance_ir.train.runlog import RunLog
 from ance_ir.train.task import TaskContext, build_task
 
@@ -96,6 +98,7 @@ class Trainer:
         self._lock = contextlib.ExitStack()  # rank 0's hold on the run folder: one trainer at a time
         try:
             if self.dist.is_main:
+                check_output(self.run.root, folder=True)
                 self._lock.enter_context(output_lock(self.run.root))
             self._start(config, resume)
         except BaseException:
@@ -131,6 +134,7 @@ class Trainer:
         config = self.config
         if self.dist.is_main:  # first, so that a dataset is fetched once
             self.data = TrainData.load(config)
+            eval_set(config.refresh)  # topics without qrels fail now, not in the first refresh
         self.dist.barrier()
         if not self.dist.is_main:
             self.data = TrainData.load(config)
@@ -185,8 +189,6 @@ class Trainer:
         checkpoint first removes what an earlier attempt there made (its log, negatives, refresh records, final
         model), which it would otherwise append to or reuse, except a path a setting names (a start model or
         groups file kept in the folder). Its own BM25 index stays, rebuilt when the corpus is newer."""
-        if self.run.root.exists() and not self.run.root.is_dir():
-            raise InputError(self.run.root, "the output exists and is not a folder")
         self.run.root.mkdir(parents=True, exist_ok=True)
         if start is None:
             named = [Path(v).resolve() for v in self.config.flat().values() if isinstance(v, str) and v
