@@ -312,7 +312,7 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
 
     assert_refused(rerank(dense), "is a 'dense' model, which scores no (query, passage) pairs", output)
     assert_refused(rerank(saved, "--depth", "0"), "--depth must be at least 1, got 0", output)
-    assert_refused(rerank(token_index), "", output)  # an index is not a model
+    assert_refused(rerank(token_index), f"{token_index}: an index folder (meta.json), not a model", output)
     assert_refused(rerank(saved, "--max-length", "20"), "--max-length is a cross-encoder setting", output)
     assert_refused(search(token_index, "--encoder", str(dense)), "is a 'dense' model, expected a 'colbert' model",
                    output)
@@ -338,6 +338,8 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
     np.save(copy / "codes.npy", codes)
     assert_refused(search(copy), f"codes.npy: holds centroid id {codes[0]}, but the index has {codes[0]} centroids",
                    output)
+    (copy / "codes.npy").write_bytes((copy / "codes.npy").read_bytes()[:200])  # cut short, as by a full disk
+    assert_refused(search(copy), f"{copy / 'codes.npy'}: not a readable .npy array (", output)
 
 
 def test_colbertv2_distils_a_teachers_scores_with_kl(bert, collection, tmp_path):

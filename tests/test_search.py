@@ -51,7 +51,7 @@ def test_pyserini_faiss_searcher_returns_the_same_top10(toy_dense_index, toy_col
         assert [h.docid for h in single] == [d for d, _ in ours[qid]]
 
 
-def test_hybrid_interpolation_and_rrf(toy_dense_index, toy_collection, tmp_path):
+def test_hybrid_interpolation_and_rrf(toy_dense_index, toy_collection, tmp_path, capsys):
     from ance_ir.bm25 import build_lucene_index
 
     lucene = build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
@@ -77,6 +77,14 @@ def test_hybrid_interpolation_and_rrf(toy_dense_index, toy_collection, tmp_path)
     hybrid, fused = read_run(tmp_path / "hybrid.trec"), read_run(tmp_path / "fused.trec")
     for qid, ranking in hybrid.items():
         assert dict(fused[qid]) == pytest.approx(dict(ranking), abs=2e-6)
+
+    # a BM25 index of another corpus (the same passages but one, renamed) is refused, not fused
+    other = tmp_path / "other.jsonl"
+    other.write_text(toy_collection["corpus"].read_text().replace('"d1"', '"x1"'))
+    other_lucene = build_lucene_index(other, tmp_path / "other.lucene")
+    assert_refused(run_main(search_main, *base, "--output", str(tmp_path / "mixed.trec"), "--bm25-index",
+                            str(other_lucene), capsys=capsys),
+                   f"{other_lucene}: has no document 'd1', which {toy_dense_index} retrieved", tmp_path / "mixed.trec")
 
 
 def test_pooling_and_normalize_flags_for_an_index_without_meta(toy_dense_index, toy_collection, tiny_bert_dir,

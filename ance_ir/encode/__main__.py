@@ -55,10 +55,11 @@ def _shard(spec: str) -> Shard:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _report(dense: DenseIndex | TokenIndex | dict) -> None:
+def _report(dense: DenseIndex | TokenIndex | dict, output: str) -> None:
     if isinstance(dense, dict):  # an impact index's meta.json
-        print(f"wrote {dense['passages']} passages, {dense['postings_per_passage']:.1f} terms per passage (scale "
-              f"{dense['scale']:g}), Lucene impact index {dense['lucene_bytes'] / 2 ** 20:.1f} MiB", file=sys.stderr)
+        print(f"wrote {output}: {dense['passages']} passages, {dense['postings_per_passage']:.1f} terms per passage "
+              f"(scale {dense['scale']:g}), Lucene impact index {dense['lucene_bytes'] / 2 ** 20:.1f} MiB",
+              file=sys.stderr)
         return
     if isinstance(dense, TokenIndex):
         print(f"wrote {dense.folder}: {len(dense)} passages, {dense.meta['tokens']} token vectors of dimension "
@@ -81,7 +82,7 @@ def merge_main(argv: list[str]) -> int:
     check_output(args.output, folder=True)
     if Path(args.output).exists() and not args.force:
         raise ValueError(f"{args.output} already exists; pass --force to replace it")
-    _report(merge_indexes(args.inputs, args.output, args.index_type))
+    _report(merge_indexes(args.inputs, args.output, args.index_type), args.output)
     return 0
 
 
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         device = _device(args)
         dense = _encode(args, device, resolve_corpus(args.corpus), Path(args.output), args.shard, args.index_type,
                         overwrite=args.force, show_progress=not args.quiet)
-        _report(dense)
+        _report(dense, args.output)
         return 0
 
     output = Path(args.output)
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
     merged = run_ranks(launch, prepare, encode_shard, lambda: merge_shards(output, launch, args.index_type))
     if merged is not None:
-        _report(merged)
+        _report(merged, args.output)
     return 0
 
 

@@ -216,11 +216,19 @@ def single_vector_index(folder: str | Path) -> DenseIndex:
     return dense
 
 
+def load_array(path: Path) -> np.ndarray:
+    """An index's ``.npy`` file, memory-mapped; InputError naming it when it is cut short or not an array."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except (ValueError, OSError) as e:
+        raise InputError(path, f"not a readable .npy array ({e}); re-create the index") from None
+
+
 def stored_vectors(dense: DenseIndex) -> np.ndarray:
     """The raw vectors of an index: its ``vectors.npy`` (memory-mapped), or read back from flat/HNSW."""
     path = dense.folder / VECTORS_FILE if dense.folder else None
     if path is not None and path.is_file():
-        vectors = np.load(path, mmap_mode="r")
+        vectors = load_array(path)
         if vectors.shape != (len(dense), dense.dim):
             raise InputError(path, f"has shape {vectors.shape}, index holds ({len(dense)}, {dense.dim})")
         return vectors

@@ -89,6 +89,9 @@ def check_loadable(path: str) -> None:
     without any model files, or a hub id while the hub is unreachable (see :func:`check_hub_reachable`)."""
     folder = Path(path)
     if folder.is_dir():
+        if (folder / "meta.json").is_file() and not (folder / "config.json").is_file():
+            raise ModelNotAvailableError(f"{path}: an index folder (meta.json), not a model; give the model folder "
+                                         "(or its training run folder)")
         if not any(folder.glob("*.json")):
             raise ModelNotAvailableError(f"{path}: not a model folder (no config.json) nor a training run folder "
                                          "(no checkpoints/)")

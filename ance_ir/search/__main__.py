@@ -49,12 +49,15 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import check_run_tag, write_run
+from ance_ir.data import InputError, check_run_tag, write_run
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
 
 if TYPE_CHECKING:
     import torch
+
+    from ance_ir.bm25 import BM25Searcher
+    from ance_ir.data import Run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.bm25_index:
         from ance_ir.bm25 import BM25Searcher
 
-        sparse = BM25Searcher(args.bm25_index).search(topics, hits=args.hits, threads=args.threads)
+        bm25 = BM25Searcher(args.bm25_index)
+        _check_same_corpus(bm25, args.bm25_index, args.index, run)
+        sparse = bm25.search(topics, hits=args.hits, threads=args.threads)
         if args.fusion == "interpolation":
             run = interpolate(sparse, run, args.alpha, 1 - args.alpha, depth=args.hits, k=args.hits)
         else:
@@ -183,6 +188,16 @@ def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: tor
     model = load_model(args.encoder or meta["encoder"], meta["kind"], **meta["encoder_config"])
     return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
                                                                threads=args.threads)
+
+
+def _check_same_corpus(bm25: BM25Searcher, bm25_index: str, index: str, run: Run) -> None:
+    """Refuse a BM25 index of another corpus than ``index``'s: up to 100 of the passages ``index`` retrieved (its
+    run, ``run``) must each be a document of the Lucene index."""
+    docids = sorted({docid for ranking in run.values() for docid, _ in ranking})[:100]
+    missing = next((docid for docid in docids if bm25.searcher.doc(docid) is None), None)
+    if missing is not None:
+        raise InputError(bm25_index, f"has no document {missing!r}, which {index} retrieved: the two indexes are of "
+                                     "different corpora")
 
 
 if __name__ == "__main__":

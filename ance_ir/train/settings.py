@@ -221,8 +221,8 @@ class RefreshSection(Section):
                                    "full refresh of the final checkpoint it saves an encode)",
                             "keep_refresh_index")
     eval_topics: str | None = _opt(None, "topics evaluated at each refresh (e.g. rag24-mini-test)", "eval_topics")
-    eval_qrels: str | None = _opt(None, "qrels for eval_topics (default: the qrels named like the topics)",
-                                  "eval_qrels")
+    eval_qrels: str | None = _opt(None, "qrels for eval_topics (default: the qrels named like the topics; a "
+                                        "topics file needs them)", "eval_qrels")
 
     def check(self) -> None:
         self._one_of("mode", REFRESH_MODES)
