@@ -46,7 +46,7 @@ def test_negatives_exclude_positives(toy_index, toy_collection):
     assert negatives["q1"] == [d for d, _ in BM25Searcher(toy_index).search({"q1": topics["q1"]}, hits=8)["q1"]]
 
 
-def test_cli_run_file_is_pyserini_format(toy_index, toy_collection, tmp_path):
+def test_cli_run_file_is_pyserini_format(toy_index, toy_collection, tmp_path, capsys):
     out = tmp_path / "run.trec"
     with pytest.raises(SystemExit) as done:
         from ance_ir.cli import run_cli
@@ -57,6 +57,16 @@ def test_cli_run_file_is_pyserini_format(toy_index, toy_collection, tmp_path):
     first = out.read_text().splitlines()[0].split(" ")
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "bm25" and len(first[4].split(".")[1]) == 6
     assert set(read_run(out)) == {"q1", "q2", "q3"}
+    assert capsys.readouterr().out == ""  # a topics file has no known qrels: nothing to evaluate
+
+
+def test_cli_prints_the_runs_metrics_with_qrels(toy_index, toy_collection, tmp_path, capsys):
+    out = tmp_path / "run.trec"
+    assert bm25_main(["search", "--index", str(toy_index), "--topics", str(toy_collection["topics"]),
+                      "--output", str(out), "--hits", "5", "--qrels", str(toy_collection["qrels"])]) == 0
+    means = evaluate(resolve_qrels(str(toy_collection["qrels"])), read_run(out))
+    table = capsys.readouterr().out
+    assert "ndcg@10" in table and f"{means['ndcg_cut_10']:.4f}" in table
 
 
 def test_bad_corpus_fails_cleanly_without_index(tmp_path):

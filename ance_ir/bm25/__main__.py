@@ -3,6 +3,9 @@
     python -m ance_ir.bm25 index --corpus rag24-mini --output indexes/rag24-mini.lucene
     python -m ance_ir.bm25 search --index indexes/rag24-mini.lucene --topics rag24-mini-test --output runs/bm25.trec
 
+``search`` prints the run's metrics when the topics have known qrels (or ``--qrels`` is given), as
+``python -m ance_ir.search`` does.
+
 ``--query-weights MODEL`` searches DeepCT-Query's way: each query's words weighted by a DeepCT model trained on query
 term recall (``task: deepct`` with ``task.target: query``), over the unchanged passages.
 """
@@ -14,7 +17,7 @@ from pathlib import Path
 
 from ance_ir.cli import ArgumentParser, check_output, non_negative_float, positive_int, run_cli, unit_float
 from ance_ir.data import check_run_tag, write_run
-from ance_ir.datasets import resolve_corpus, resolve_topics
+from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     search_p.add_argument("--query-weights", metavar="MODEL",
                           help="weight each query's words with a DeepCT-Query model (deepct, task.target: query); "
                                "searched one query at a time, in one thread")
+    search_p.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
     search_p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
@@ -55,10 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_run_tag(args.run_tag)
     topics = resolve_topics(args.topics)
+    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
     run = searcher.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)
     write_run(run, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
+    if qrels:
+        from ance_ir.eval import evaluate, format_table
+
+        print(format_table(evaluate(qrels, run), label=Path(args.output).name))
     return 0
 
 
