@@ -10,7 +10,7 @@ import sys
 import pytest
 import pytrec_eval
 
-from ance_ir.data import write_qrels, write_run
+from ance_ir.data import read_run, write_qrels, write_run
 from ance_ir.eval import evaluate, evaluate_per_query, format_table, measure_keys, measure_name, parse_measure
 from ance_ir.eval.__main__ import main as eval_main
 from ance_ir.eval.measures import CUTOFF_FAMILIES, LEVEL_FAMILIES, label
@@ -124,6 +124,22 @@ def test_complete_agrees_with_trec_eval_c(files):
                         "-m", "bpref", str(qrels_path), str(run_path))
     assert ours == pytest.approx(theirs, abs=5e-5)
     assert ours["num_q"] == 40 and evaluate(qrels, run, ["num_q"])["num_q"] == 35
+
+
+def test_cut_offs_follow_trec_evals_order_of_ties(tmp_path):
+    """Ties straddling rank 10 are ordered as trec_eval orders them (docid descending) before the cut: the
+    file's order of d10, d11 (tied) does not put d10 in the top 10."""
+    hits = [(f"d0{i}", 20.0 - i) for i in range(1, 10)] + [("d10", 0.5), ("d11", 0.5), ("d12", 0.1)]
+    qrels, run = {"q1": {"d10": 1, "d01": 0}, "q2": {"d3": 1}}, {"q1": hits, "q2": [("d2", 1.0), ("d3", 1.0)]}
+    qrels_path, run_path = tmp_path / "qrels.txt", tmp_path / "run.trec"
+    write_qrels(qrels, qrels_path)
+    write_run(run, run_path)
+    ours = evaluate_per_query(qrels, run, ["mrr@10", "mrr@1", "judged@10", "judged@1"])
+    assert ours["q1"] == {"recip_rank": 0.0, "recip_rank_cut_1": 0.0, "judged_10": 0.1, "judged_1": 1.0}
+    assert ours["q2"] == {"recip_rank": 1.0, "recip_rank_cut_1": 1.0, "judged_10": 0.1, "judged_1": 1.0}
+    for depth, key in (("10", "recip_rank"), ("1", "recip_rank_cut_1")):
+        theirs = _trec_eval("-M", depth, "-m", "recip_rank", str(qrels_path), str(run_path))
+        assert evaluate(qrels, read_run(run_path), [key])[key] == pytest.approx(theirs["recip_rank"]), depth
 
 
 def test_missing_query_scores_as_an_empty_ranking(files):

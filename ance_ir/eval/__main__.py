@@ -11,8 +11,8 @@ by pytrec_eval's output keys (ndcg_cut_10, recall_100) or by short aliases (ndcg
 map, map@100, success@5, mrr@K). A cut-off family without cut-offs gives trec_eval's defaults (P: P_5 ...
 P_1000). Reciprocal rank is taken over each query's top K (trec_eval -M K): recip_rank and mrr@10 are MRR@10
 (key recip_rank); mrr@K has the key recip_rank_cut_K. num_* measures are summed over queries and gm_* are
-geometric means, as trec_eval reports them. judged@K (judged.K), not in pytrec_eval, is Anserini's trec_eval
-judged.K: the share of each query's top K hits judged at any grade.
+geometric means, as trec_eval reports them. judged@K (judged.K), not in pytrec_eval, is
+ir_measures' Judged@K: the share of each query's top K hits judged at any grade, counted out of K.
 
 One run: the measures over the queries in both qrels and run (trec_eval's default; --complete: every query
 of the qrels, as trec_eval -c). Several runs: a table of every run's measures and, for each run against the
@@ -59,7 +59,8 @@ def _parser() -> ArgumentParser:
     parser.add_argument("--metrics", nargs="+",
                         help=f"measures, any spelling above (default: {' '.join(DEFAULT_METRICS)})")
     parser.add_argument("--relevance-level", type=positive_int,
-                        help="lowest grade counted relevant by recall/MAP/MRR (trec_eval -l), default 1")
+                        help="lowest grade counted relevant by the binary measures (P, recall, MAP, MRR, success, "
+                             "bpref, Rprec; trec_eval -l), default 1")
     parser.add_argument("--complete", action="store_true",
                         help="one run: average over every query of the qrels, a query missing from the run "
                              "scoring 0 (trec_eval -c); comparisons always do")

@@ -12,7 +12,9 @@ Every spelling resolves to one or more :class:`Measure` s, each one value per qu
 * short aliases, case-insensitive: ``ndcg@10``, ``r@20``/``recall@20``, ``p@5``/``precision@5``, ``map@100``,
   ``success@5``, ``mrr@10``;
 * ``judged@K`` (``judged.K``), computed here (pytrec_eval lacks it): the share of each query's top K hits judged at
-  any grade, Anserini's trec_eval ``judged.K``; how much of a run's score rests on judged passages.
+  any grade, counted out of K, as ir_measures' ``Judged@K``; how much of a run's score rests on judged passages.
+  (Pyserini's ``trec_eval -m judged.K`` pools every query's top K and divides by the hits there, run queries
+  without judgments included: the same mean when each query has K hits and judgments.)
 
 Reciprocal rank is always taken over the top K hits (trec_eval ``-M K``): ``mrr@K``; ``recip_rank`` is
 ``mrr@10``, this project's MRR since the start, and keeps the output key ``recip_rank``; any other K has the

@@ -42,14 +42,19 @@ def measure_keys(metric: str) -> list[str]:
     return [m.key for m in parse_measure(metric)]
 
 
+def trec_eval_order(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """``hits`` in the order trec_eval ranks them: score descending, a tie broken by docid descending."""
+    return sorted(sorted(hits, key=lambda hit: hit[0], reverse=True), key=lambda hit: -hit[1])
+
+
 def _as_ranking(run: Run, qid: str, depth: int | None) -> dict[str, float]:
     hits = run[qid]
-    return {d: s for d, s in (hits[:depth] if depth else hits)}
+    return dict(trec_eval_order(hits)[:depth] if depth else hits)
 
 
 def judged_share(hits: list[tuple[str, float]], judged: dict[str, int], k: int) -> float:
-    """judged@k: the share of the top ``k`` hits (of ``k``, as Anserini's trec_eval counts) judged at any grade."""
-    return sum(docid in judged for docid, _ in hits[:k]) / k
+    """judged@k: the share of the top ``k`` hits (in trec_eval's order) judged at any grade, counted out of ``k``."""
+    return sum(docid in judged for docid, _ in trec_eval_order(hits)[:k]) / k
 
 
 # trec_eval's floor for the logarithms behind gm_map and gm_bpref
@@ -79,8 +84,9 @@ def evaluate_per_query(qrels: Qrels, run: Run, metrics: list[str] | None = None,
     By default over the queries present in both qrels and run (trec_eval's default); with ``complete``
     over every query of the qrels, a query missing from the run scored as an empty ranking (0 for every
     measure of effectiveness, as trec_eval ``-c``; see :func:`empty_ranking_value`). ``relevance_level``
-    is the lowest grade counted as relevant by the binary measures (recall, MAP, MRR), as trec_eval's
-    ``-l``. Reciprocal rank is computed on each query's top K (``recip_rank`` = MRR@10).
+    is the lowest grade counted as relevant by the binary measures (P, recall, MAP, MRR, success, bpref,
+    Rprec), as trec_eval's ``-l``. Reciprocal rank is computed on each query's top K (``recip_rank`` = MRR@10),
+    cut after the hits are put in trec_eval's order (:func:`trec_eval_order`), as ``trec_eval -M K`` cuts.
     """
     measures = parse_measures(metrics or DEFAULT_METRICS)
     qids = [q for q in qrels if qrels[q] and (complete or run.get(q))]

@@ -3,11 +3,13 @@
 interpolation: ``alpha * A + (1 - alpha) * B``, the meaning ``--alpha`` has in every ance-ir CLI: like
 Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first (Pyserini scores
 ``alpha * sparse + dense``: its alpha a ranks as a / (1 + a) here). A document missing from one run takes that
-run's lowest score for the query (Pyserini's hybrid convention). With ``--tune QRELS`` alpha is chosen by nDCG@10
-on those qrels (use training topics) from ``--alphas``; with ``--folds K`` too, by K-fold cross-validation over the
-judged queries (each fold fused with the alpha best on the others; a query without judgments with the alpha best
-on all of them), the way to tune on test topics without reporting a tuned-on-test number. ``--normalization``
-maps each run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid ``--normalization``.
+run's lowest score for the query (Pyserini's hybrid convention; ``pyserini.fusion --method interpolation`` gives it
+0, so the two rank differently unless both runs hold the same documents). With ``--tune QRELS`` alpha is chosen by
+nDCG@10 on those qrels (use training topics) from ``--alphas``; with ``--folds K`` too, by K-fold cross-validation
+over the judged queries (each fold fused with the alpha best on the others; a query without judgments with the
+alpha best on all of them), the way to tune on test topics without reporting a tuned-on-test number.
+``--normalization`` maps each run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid
+``--normalization``.
 rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, scored as ``pyserini.fusion`` scores it.
 ``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
