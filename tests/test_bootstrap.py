@@ -27,6 +27,21 @@ def test_pyserini_imports_without_user_setup():
     assert result.stdout.strip().endswith("ok")
 
 
+def test_python_keeps_its_sigterm_handler_once_the_jvm_runs():
+    """A handler installed before the JVM starts still runs on SIGTERM (the JVM's own shutdown would exit 143
+    past it, and can hang while Python is inside a JNI call)."""
+    code = ("import os, signal, sys, time\n"
+            "import ance_ir\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+            "from pyserini.search.lucene import LuceneSearcher\n"
+            "from jnius import autoclass\n"
+            "autoclass('java.lang.String')\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(30)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_clean_env())
+    assert result.returncode == 7, result.stderr[-2000:]
+
+
 def test_pyserini_cli_through_bootstrap():
     result = subprocess.run([sys.executable, "-m", "ance_ir.pyserini", "pyserini.search.lucene", "--help"],
                             capture_output=True, text=True, env=_clean_env())
