@@ -65,8 +65,14 @@ def test_cli_prints_the_runs_metrics_with_qrels(toy_index, toy_collection, tmp_p
     assert bm25_main(["search", "--index", str(toy_index), "--topics", str(toy_collection["topics"]),
                       "--output", str(out), "--hits", "5", "--qrels", str(toy_collection["qrels"])]) == 0
     means = evaluate(resolve_qrels(str(toy_collection["qrels"])), read_run(out))
-    table = capsys.readouterr().out
-    assert "ndcg@10" in table and f"{means['ndcg_cut_10']:.4f}" in table
+    printed = capsys.readouterr()
+    assert "ndcg@10" in printed.out and f"{means['ndcg_cut_10']:.4f}" in printed.out and "warning" not in printed.err
+    other = tmp_path / "other.qrels"
+    other.write_text("q1 0 x9 1\nq2 0 x8 1\n")  # judgments of another corpus
+    assert bm25_main(["search", "--index", str(toy_index), "--topics", str(toy_collection["topics"]),
+                      "--output", str(tmp_path / "other.trec"), "--qrels", str(other)]) == 0
+    assert f"warning: {tmp_path / 'other.trec'}: none of the retrieved documents is judged in {other}" in \
+        capsys.readouterr().err
 
 
 def test_bad_corpus_fails_cleanly_without_index(tmp_path):

@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     write_run(run, args.output, tag=args.run_tag)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
-        from ance_ir.eval import evaluate, format_table
+        from ance_ir.eval import print_run_metrics
 
-        print(format_table(evaluate(qrels, run), label=Path(args.output).name))
+        print_run_metrics(qrels, run, args.output, args.qrels or args.topics)
     return 0
 
 

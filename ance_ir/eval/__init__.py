@@ -12,8 +12,8 @@ from ance_ir.eval.metrics import (
     measure_keys,
     measure_name,
 )
-from ance_ir.eval.report import format_table
+from ance_ir.eval.report import format_table, print_run_metrics
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "Measure", "aggregate", "evaluate", "evaluate_per_query", "format_table",
            "judged_overlap", "mean_over_queries", "measure_keys", "measure_name", "parse_measure",
-           "parse_measures"]
+           "parse_measures", "print_run_metrics"]

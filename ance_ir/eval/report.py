@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ance_ir.data import Qrels, Run
 from ance_ir.eval.measures import label as short_name
+from ance_ir.eval.metrics import evaluate, judged_overlap
 from ance_ir.eval.significance import CORRECTION_NAMES, Comparison, exact_permutation
 
 DAGGER = "†"
@@ -18,6 +22,15 @@ def format_table(means: dict[str, float], label: str = "") -> str:
     lines = [f"{'metric':<{width}} {label or 'value':>10}"]
     lines += [f"{short_name(name):<{width}} {value:>10.4f}" for name, value in means.items()]
     return "\n".join(lines)
+
+
+def print_run_metrics(qrels: Qrels, run: Run, output: str | Path, qrels_name: str) -> None:
+    """The default measures of a run a CLI has just written (stdout), after a warning (stderr) when none of its
+    documents is judged in ``qrels`` (``qrels_name``), as ``python -m ance_ir.eval`` warns."""
+    if not judged_overlap(qrels, run):
+        print(f"warning: {output}: none of the retrieved documents is judged in {qrels_name} (different corpora?)",
+              file=sys.stderr)
+    print(format_table(evaluate(qrels, run), label=Path(output).name))
 
 
 def format_p(p: float) -> str:

@@ -121,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     pairs = sum(min(len(r), args.depth) for r in first_stage.values())
     print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked", file=sys.stderr)
     if qrels:
-        from ance_ir.eval import evaluate, format_table
+        from ance_ir.eval import print_run_metrics
 
-        print(format_table(evaluate(qrels, run), label=Path(args.output).name))
+        print_run_metrics(qrels, run, args.output, args.qrels or args.topics)
     return 0
 
 
