@@ -218,8 +218,8 @@ def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | No
             traceback.print_exc()
         print(f"error: {error_message(e)}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:  # a job that handled it says what it kept and how to go on
+        print(str(e) or "interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback with --debug
         if debug:

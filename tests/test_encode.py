@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -83,20 +84,26 @@ def test_passage_max_length_overrides_the_encoders_and_is_recorded(tmp_path, toy
     assert not np.allclose(cut, whole, atol=1e-3)  # [CLS] + 1 token + [SEP]: the cut changed the vectors
 
 
-def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, tiny_bert_dir, count_encoded):
+def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, tiny_bert_dir, count_encoded,
+                                                      capsys):
     calls, spy = count_encoded
     corpus, out = toy_collection["corpus"], tmp_path / "toy"
-    spy.stop = 1  # Ctrl-C while encoding the second of three chunks
-    with pytest.raises(KeyboardInterrupt):
-        encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
     partial = tmp_path / "toy.partial"
+    spy.stop = 1  # Ctrl-C while encoding the second of three chunks
+    kept = f"interrupted: 3 of {len(DOCIDS)} passages encoded are kept in {partial}; rerun the same command to resume"
+    with pytest.raises(KeyboardInterrupt, match=re.escape(kept)):
+        encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
     assert not out.exists()
     assert sorted(p.name for p in partial.iterdir()) == ["chunk-00000.docid", "chunk-00000.npy", "job.json"]
 
     spy.stop = None
     calls.clear()
+    capsys.readouterr()
     encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
     assert calls == [3, 2]  # only the unfinished chunks were encoded
+    said = capsys.readouterr().err
+    assert f"resuming from the chunks encoded in {partial}" in said and \
+        f"reused 3 of {len(DOCIDS)} passages already encoded" in said
     assert not partial.exists() and load_dense_index(out).docids == DOCIDS
 
     encode(corpus, tiny_bert_dir, tmp_path / "uninterrupted", "--chunk-size", "3")

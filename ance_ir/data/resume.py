@@ -12,7 +12,10 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
+
+from tqdm import tqdm
 
 from ance_ir.data.atomic import atomic_write, remove_stale_temporaries
 from ance_ir.data.errors import InputError
@@ -32,6 +35,39 @@ def in_chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     items = iter(items)
     while chunk := list(islice(items, size)):
         yield chunk
+
+
+class ChunkTally:
+    """The passages of a chunked job finished so far, and those reused from an earlier run's ``work`` folder.
+
+    As a context manager around the job's loop: the first reused chunk is announced, a finished job that reused
+    any says how many, and a Ctrl-C inside says what ``work`` keeps and how to go on.
+    """
+
+    def __init__(self, work: Path, total: int, verb: str = "encoded"):
+        self.work, self.total, self.verb = work, total, verb
+        self.done = self.reused = 0
+
+    def finished(self, count: int) -> None:
+        self.done += count
+
+    def reuse(self, count: int) -> None:
+        if not self.reused:
+            tqdm.write(f"resuming from the chunks {self.verb} in {self.work}", file=sys.stderr)
+        self.reused += count
+        self.done += count
+
+    def __enter__(self) -> ChunkTally:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if kind is None and self.reused:
+            print(f"reused {self.reused} of {self.total} passages already {self.verb} in {self.work}", file=sys.stderr)
+        elif kind is not None and issubclass(kind, KeyboardInterrupt) and not str(error):
+            kept = (f"{self.done} of {self.total} passages {self.verb} are kept in {self.work}; rerun the same "
+                    "command to resume" if self.done else f"no chunk of the {self.total} passages was finished")
+            raise type(error)(f"interrupted: {kept}") from None
 
 
 def record_job(work: Path, job: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -127,21 +127,20 @@ def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any
     """
     docids: list[str] = []
     parts: list[Path] = []
-    resumed = 0
     passages = islice(iter_corpus(corpus), positions.start, positions.stop)
-    with tqdm(total=len(positions), unit="passage", desc=desc, disable=not show_progress, file=sys.stderr) as bar:
+    with (ChunkTally(work, len(positions)) as tally,
+          tqdm(total=len(positions), unit="passage", desc=desc, disable=not show_progress, file=sys.stderr) as bar):
         for number, chunk in enumerate(in_chunks(passages, chunk_size)):
             chunk_ids = [p.docid for p in chunk]
             if _finished_chunk(work, number, chunk_ids, dim, per, tokens):
-                resumed += len(chunk)
+                tally.reuse(len(chunk))
             else:
                 vectors, lengths = encode([p.text for p in chunk])
                 _save_chunk(work, job, number, vectors, chunk_ids, lengths)
+                tally.finished(len(chunk))
             docids += chunk_ids
             parts.append(_chunk_paths(work, number)[0])
             bar.update(len(chunk))
-    if resumed:
-        print(f"reused {resumed} of {len(positions)} passages already encoded in {work}", file=sys.stderr)
     return docids, parts
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
 from ance_ir.encode.corpus_encoder import count_passages
 from ance_ir.index.impact import (
     COLLECTION,
@@ -54,22 +54,21 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         work = work_folder(output)
         open_work([output], work, job)
         parts = work / COLLECTION
-        resumed = postings = 0
-        with tqdm(total=total, unit="passage", desc=f"encode {output.name}", disable=not show_progress,
-                  file=sys.stderr) as bar:
+        with (ChunkTally(work, total) as tally,
+              tqdm(total=total, unit="passage", desc=f"encode {output.name}", disable=not show_progress,
+                   file=sys.stderr) as bar):
             for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
                 part = parts / f"part-{number:05d}.jsonl"
                 if part.is_file():
-                    resumed += _check_part(part, [p.docid for p in chunk], work)
+                    tally.reuse(_check_part(part, [p.docid for p in chunk], work))
                 else:
                     weights = model.encode_passages([p.text for p in chunk], batch_size=batch_size)
                     record_job(work, job)
                     with atomic_write(part) as f:
                         f.writelines(vector_line(p.docid, p.text, quantize(w, scale))
                                      for p, w in zip(chunk, weights, strict=True))
+                    tally.finished(len(chunk))
                 bar.update(len(chunk))
-        if resumed:
-            print(f"reused {resumed} of {total} passages already encoded in {work}", file=sys.stderr)
         files = sorted(parts.glob("part-*.jsonl"))
         documents = check_vector_collection(files)
         postings = sum(len(json.loads(line)["vector"]) for p in files for line in p.open(encoding="utf-8"))

@@ -30,7 +30,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock
-from ance_ir.data.resume import in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
 
 QUERIES_SUFFIX = ".queries.jsonl"
 
@@ -122,14 +122,15 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
         total = sum(1 for _ in iter_corpus(corpus))  # every bad line is reported before any work
         job = {**job, "chunk_size": chunk_size}
         open_work([output, queries_path(output)], work, job, "expansion")
-        written = resumed = 0
+        written = 0
         chunks: list[Path] = []
-        with tqdm(total=total, unit="passage", desc=f"expand {output.name}", disable=not show_progress,
-                  file=sys.stderr) as bar:
+        with (ChunkTally(work, total, "expanded") as tally,
+              tqdm(total=total, unit="passage", desc=f"expand {output.name}", disable=not show_progress,
+                   file=sys.stderr) as bar):
             for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
                 docids = [p.docid for p in chunk]
                 if _finished_chunk(work, number, docids):
-                    resumed += len(chunk)
+                    tally.reuse(len(chunk))
                 else:
                     if stop_after is not None and written == stop_after:
                         bar.close()
@@ -142,10 +143,9 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
                     with atomic_write(_chunk_path(work, number)) as f:
                         f.writelines(queries_line(d, q) for d, q in zip(docids, queries, strict=True))
                     written += 1
+                    tally.finished(len(chunk))
                 chunks.append(_chunk_path(work, number))
                 bar.update(len(chunk))
-        if resumed:
-            print(f"reused {resumed} of {total} passages already expanded in {work}", file=sys.stderr)
         counts = _assemble(corpus, output, chunks)
         shutil.rmtree(work, ignore_errors=True)
         return counts

@@ -77,6 +77,10 @@ class Window:
         values = self.norms.get(name)
         return sum(values) / len(values) if values else None
 
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the window, so that a run resumed mid-window logs what it would have."""
+        return {"steps": self.steps, "examples": self.examples, "loss": self.loss, "norms": self.norms, "lr": self.lr}
+
 
 def device_passage_buckets(device: torch.device | str) -> int:
     """A new run's ``passage_buckets`` on ``device``: on a CPU, 4 length-sorted sub-batches pad less; on a GPU one
@@ -168,6 +172,7 @@ class Trainer:
         self.step = 0
         self._saved_step: int | None = None
         self.window = Window()
+        self._resumed_window: dict[str, Any] = {}  # the log window a checkpoint taken mid-window had begun
         if start is not None:
             self._restore(start)
 
@@ -225,6 +230,7 @@ class Trainer:
                  f"{self.dist.world_size}; random states are not restored exactly")
         for hook in self.hooks:
             hook.load_state_dict(state)
+        self._resumed_window = state.get("log_window", {})
         self.log.rewind(self.step)
         self.log.write({"event": "resume", "step": self.step, "checkpoint": str(folder),
                         **{k: v for hook in self.hooks for k, v in hook.state_dict().items()}})
@@ -254,7 +260,7 @@ class Trainer:
             stop = self._boundary()
             for hook in self.hooks:
                 hook.begin(self.step)
-            self.window = Window()
+            self.window = Window(**self._resumed_window)
             while not stop and self.step < self.total_steps:
                 self._train_step()
                 bar.update()
@@ -378,7 +384,8 @@ class Trainer:
             state = {"step": self.step, "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict(),
                      "scaler": self.precision.scaler.state_dict() if self.precision.scaler else None,
-                     **self.task.state_dict(), "rng": rng_states, "world_size": self.dist.world_size}
+                     **self.task.state_dict(), "rng": rng_states, "world_size": self.dist.world_size,
+                     "log_window": self.window.state()}
             for hook in self.hooks:
                 state.update(hook.state_dict())
             folder = save_checkpoint(self.run, self.step, self.model, state)
@@ -405,9 +412,8 @@ class Trainer:
         for hook in self.hooks:
             hook.stop()
         self.log.write({"event": "interrupted", "step": self.step})
-        if self.dist.is_main:
-            _say(f"interrupted at step {self.step}; checkpoint saved; rerun the same command to resume")
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(f"interrupted at step {self.step}; checkpoint saved; rerun the same command to resume"
+                                if self.dist.is_main else "")
 
     def _finish(self) -> Path:
         """Let the hooks finish (e.g. refresh the last checkpoint), then write the model to ``final/``."""
