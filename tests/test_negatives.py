@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -395,3 +396,45 @@ def test_cli_pseudo_positives(toy_collection, toy_run, tmp_path):
         refused = tmp_path / "refused.jsonl"
         result = cli(*common, *args, "--output", str(refused))
         assert result.returncode == 2 and message in result.stderr and not refused.exists()
+
+
+def test_cli_interrupted_retrieval_resumes_from_kept_chunks(lucene, broad, tmp_path, monkeypatch):
+    """Ctrl-C while the second of three one-query chunks is retrieved: the first is kept, the rerun retrieves the
+    other two only and writes the groups an uninterrupted run writes; other source settings are refused, and a
+    failure that is not an interrupt keeps nothing."""
+    import ance_ir.negatives.resume as resume
+
+    monkeypatch.setattr(resume, "QUERY_CHUNK", 1)
+    calls: list[list[str]] = []
+    original = BM25Source.retrieve
+
+    def spy(self, queries, depth):
+        if len(calls) == spy.stop:
+            raise spy.error
+        calls.append(list(queries))
+        return original(self, queries, depth)
+
+    spy.stop, spy.error = 1, KeyboardInterrupt
+    monkeypatch.setattr(BM25Source, "retrieve", spy)
+    args = ["--topics", str(broad["topics"]), "--qrels", str(broad["qrels"]), "--corpus", str(broad["corpus"]),
+            "--source", "bm25", "--index", str(lucene), "--quiet"]
+    out, partial = tmp_path / "groups.jsonl.gz", tmp_path / "groups.jsonl.gz.partial"
+    kept = f"interrupted: 1 of 3 queries retrieved are kept in {partial}; rerun the same command to resume"
+    with pytest.raises(KeyboardInterrupt, match=re.escape(kept)):
+        main([*args, "--output", str(out)])
+    assert not out.exists() and sorted(p.name for p in partial.iterdir()) == ["job.json", "ranking-00000.jsonl"]
+    with pytest.raises(InputError, match="holds an unfinished retrieval with a different k1"):
+        main([*args, "--k1", "1.2", "--output", str(out)])
+
+    spy.stop = None
+    calls.clear()
+    assert main([*args, "--output", str(out)]) == 0
+    assert calls == [["q2"], ["q3"]] and not partial.exists()
+    assert main([*args, "--output", str(tmp_path / "straight.jsonl.gz")]) == 0
+    assert out.read_bytes() == (tmp_path / "straight.jsonl.gz").read_bytes()
+
+    calls.clear()
+    spy.stop, spy.error = 1, RuntimeError("the source failed")  # not an interrupt: nothing is kept to resume
+    with pytest.raises(RuntimeError):
+        main([*args, "--output", str(tmp_path / "failed.jsonl.gz")])
+    assert not (tmp_path / "failed.jsonl.gz.partial").exists()

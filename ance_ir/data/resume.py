@@ -1,4 +1,4 @@
-"""Resumable chunked jobs (encode, impact encode, doc2query expansion).
+"""Resumable chunked jobs (encode, impact encode, doc2query expansion, the negatives' candidate retrieval).
 
 A job writing ``OUTPUT`` keeps each finished chunk in a work folder beside it, ``OUTPUT.partial``, with
 ``job.json``: the settings that decide the output. A rerun reuses the finished chunks only when its settings are
@@ -44,8 +44,8 @@ class ChunkTally:
     any says how many, and a Ctrl-C inside says what ``work`` keeps and how to go on.
     """
 
-    def __init__(self, work: Path, total: int, verb: str = "encoded"):
-        self.work, self.total, self.verb = work, total, verb
+    def __init__(self, work: Path, total: int, verb: str = "encoded", unit: str = "passages"):
+        self.work, self.total, self.verb, self.unit = work, total, verb, unit
         self.done = self.reused = 0
 
     def finished(self, count: int) -> None:
@@ -63,10 +63,11 @@ class ChunkTally:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
         if kind is None and self.reused:
-            print(f"reused {self.reused} of {self.total} passages already {self.verb} in {self.work}", file=sys.stderr)
+            print(f"reused {self.reused} of {self.total} {self.unit} already {self.verb} in {self.work}",
+                  file=sys.stderr)
         elif kind is not None and issubclass(kind, KeyboardInterrupt) and not str(error):
-            kept = (f"{self.done} of {self.total} passages {self.verb} are kept in {self.work}; rerun the same "
-                    "command to resume" if self.done else f"no chunk of the {self.total} passages was finished")
+            kept = (f"{self.done} of {self.total} {self.unit} {self.verb} are kept in {self.work}; rerun the same "
+                    "command to resume" if self.done else f"no chunk of the {self.total} {self.unit} was finished")
             raise type(error)(f"interrupted: {kept}") from None
 
 

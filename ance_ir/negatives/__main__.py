@@ -14,6 +14,10 @@ candidates scoring within that distance of the query's lowest-scoring retrieved 
 sentence-transformers' mine_hard_negatives). With the defaults and a bm25 source this is exactly the
 trainer's BM25 warm-up negatives (ance_ir.bm25.bm25_negatives at depth 200).
 
+The candidates are retrieved in chunks of 512 queries, each kept in OUTPUT.partial until the groups are written: an
+interrupted run resumes from the chunks it finished, and a rerun with other source settings, topics or --hits is
+refused (a --source run file is read, not retrieved, so it has nothing to resume).
+
 Topics without qrels get pseudo labels with --pseudo-positives K: each query's top K candidates (scoring at least
 --min-pseudo-score) are its positives, e.g. a teacher's ranking of unlabelled queries (RocketQA's augmentation):
 
@@ -24,6 +28,7 @@ Topics without qrels get pseudo labels with --pseudo-positives K: each query's t
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 
 from ance_ir.cli import (
@@ -89,6 +94,7 @@ def build_parser() -> ArgumentParser:
     mining.add_argument("--grade-scores", action="store_true",
                         help="each passage's score is its judged grade for the query (0 when unjudged), not the "
                              "source's: the qrels as the teacher of a listwise distillation loss (loss: kl)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -141,12 +147,18 @@ def main(argv: list[str] | None = None) -> int:
     load_cli_plugins(args.imports)
 
     from ance_ir.data import write_groups
+    from ance_ir.data.resume import work_folder
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.negatives.mining import build_groups, check_mining_params
+    from ance_ir.negatives.resume import ChunkedRetrieval
     from ance_ir.negatives.sources import build_source
 
     check_mining_params(args.depth, args.skip, args.max_rank, args.margin, args.relative_margin)
-    source = build_source(args.source, **source_params(args))
+    params = source_params(args)
+    source = build_source(args.source, **params)
+    if args.source != "run":  # a run file is read, not retrieved: nothing to resume
+        settings = {"source": args.source, **{k: v for k, v in params.items() if k != "threads"}}
+        source = ChunkedRetrieval(source, args.output, settings, show_progress=not args.quiet)
     topics = resolve_topics(args.topics)
     if args.pseudo_positives and args.qrels:
         raise ValueError("--pseudo-positives labels topics from the source's ranking; drop --qrels")
@@ -161,12 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     if qrels is None:
         raise ValueError(f"no qrels are known for {args.topics}; pass --qrels")
     corpus = resolve_corpus(args.corpus)
-    groups, report = build_groups(
-        topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip, max_rank=args.max_rank,
-        margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
-        exclude_grade=args.exclude_grade, with_text=args.with_text,
-        progress=lambda line: print(f"{line} ...", file=sys.stderr), pseudo_positives=args.pseudo_positives or 0,
-        min_pseudo_score=args.min_pseudo_score, grade_scores=args.grade_scores)
+    try:
+        groups, report = build_groups(
+            topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip, max_rank=args.max_rank,
+            margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
+            exclude_grade=args.exclude_grade, with_text=args.with_text,
+            progress=lambda line: print(f"{line} ...", file=sys.stderr),
+            pseudo_positives=args.pseudo_positives or 0, min_pseudo_score=args.min_pseudo_score,
+            grade_scores=args.grade_scores)
+    except Exception:  # only an interrupted retrieval is kept to resume
+        if isinstance(source, ChunkedRetrieval):
+            source.discard()
+        raise
 
     qrels_name = "the pseudo labels" if args.pseudo_positives else args.qrels or args.topics
     if not groups:
@@ -188,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: no positive of {report.no_positive_score} queries is among their candidates; "
               "no margin applied to them", file=sys.stderr)
     write_groups(args.output, groups)
+    shutil.rmtree(work_folder(args.output), ignore_errors=True)
     mean = report.negatives / len(groups)
     print(f"wrote {args.output}: {len(groups)} groups, {report.negatives} negatives ({mean:.1f} per group, "
           f"{report.short} groups with fewer than {args.depth})", file=sys.stderr)

@@ -1,0 +1,90 @@
+"""Resumable candidate retrieval for ``python -m ance_ir.negatives``.
+
+A source's rankings are retrieved in chunks of queries, each chunk kept in the work folder beside the output
+(``OUTPUT.partial/ranking-00000.jsonl``, see :mod:`ance_ir.data.resume`) until the groups are written: an
+interrupted run retrieves only the queries it had not reached, and gives the groups an uninterrupted run gives
+(scores are kept as JSON numbers, which round-trip exactly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ance_ir.data import InputError, atomic_write
+from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
+from ance_ir.negatives.sources import CandidateSource
+
+QUERY_CHUNK = 512  # queries retrieved (and kept) together
+
+
+def _digest(queries: Mapping[str, str]) -> str:
+    text = json.dumps(list(queries.items()), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_chunk(path: Path, qids: list[str]) -> dict[str, list[tuple[str, float]]]:
+    ranking = {}
+    with path.open(encoding="utf-8") as f:
+        for record in map(json.loads, f):
+            ranking[record["qid"]] = [(docid, score) for docid, score in record["hits"]]
+    if list(ranking) != qids:
+        raise InputError(path, f"does not hold the rankings of this chunk's queries; delete {path.parent}")
+    return ranking
+
+
+class ChunkedRetrieval(CandidateSource):
+    """``source``'s retrieval for a run writing ``output``, in kept chunks of ``chunk_size`` queries (default
+    :data:`QUERY_CHUNK`).
+
+    ``settings`` (the source's name and parameters) decide whether kept chunks may be reused: a rerun with other
+    settings, queries or depth is refused (:func:`~ance_ir.data.resume.open_work`).
+    """
+
+    def __init__(self, source: CandidateSource, output: str | Path, settings: dict[str, Any],
+                 chunk_size: int | None = None, show_progress: bool = True):
+        self.source, self.output, self.settings = source, Path(output), settings
+        self.work, self.chunk_size = work_folder(output), chunk_size or QUERY_CHUNK
+        self.show_progress = show_progress
+        self.name = source.name
+        self._opened = False
+
+    def discard(self) -> None:
+        """Remove the kept chunks after an error other than an interrupt (a rerun that fixes it starts afresh);
+        a work folder this run refused to resume is left as it is."""
+        if self._opened:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
+        job = {**self.settings, "depth": depth, "queries_sha256": _digest(queries), "chunk_size": self.chunk_size}
+        open_work([self.output], self.work, job, "retrieval")
+        self._opened = True
+        ranking: dict[str, list[tuple[str, float]]] = {}
+        items = list(queries.items())
+        with (ChunkTally(self.work, len(items), "retrieved", unit="queries") as tally,
+              tqdm(total=len(items), unit="query", desc=f"{self.name} candidates", file=sys.stderr,
+                   disable=not self.show_progress or len(items) <= self.chunk_size) as bar):
+            for number, chunk in enumerate(in_chunks(items, self.chunk_size)):
+                path = self.work / f"ranking-{number:05d}.jsonl"
+                qids = [qid for qid, _ in chunk]
+                if path.is_file():
+                    part = _read_chunk(path, qids)
+                    tally.reuse(len(chunk))
+                else:
+                    found = self.source.retrieve(dict(chunk), depth)
+                    part = {qid: [(docid, float(score)) for docid, score in found.get(qid, [])] for qid in qids}
+                    record_job(self.work, job)
+                    with atomic_write(path) as f:
+                        f.writelines(json.dumps({"qid": qid, "hits": part[qid]}, ensure_ascii=False) + "\n"
+                                     for qid in qids)
+                    tally.finished(len(chunk))
+                ranking.update(part)
+                bar.update(len(chunk))
+        return ranking
