@@ -184,6 +184,8 @@ def test_init_from_a_run_folder_starts_from_its_latest_checkpoint(straight_run, 
     empty.checkpoints.mkdir(parents=True)
     with pytest.raises(InputError, match="no complete checkpoint"):
         train(toy_config(toy, tmp_path / "x", init_from=str(empty.root), max_steps=3))
+    with pytest.raises(InputError, match="model.init_from .*: no such run or model folder"):
+        train(toy_config(toy, tmp_path / "y", init_from="train-runs/rag24-mini/not-trained-yet", max_steps=3))
 
 
 @pytest.mark.parametrize("stop_at", [3, 4])

@@ -90,6 +90,9 @@ def remove_partial(run: RunDir) -> None:
 def resolve_init(spec: str) -> str:
     """``init_from``: a run folder means its model (``final/``, else its newest checkpoint), as everywhere;
     anything else is a model dir or name."""
+    if not Path(spec).expanduser().exists() and (spec.startswith((".", "/", "~")) or spec.count("/") > 1):
+        raise InputError(spec, "model.init_from (--init-from): no such run or model folder; train or fetch the "
+                               "model it names first")
     try:
         model = run_model_dir(Path(spec))
     except ModelNotAvailableError as e:
