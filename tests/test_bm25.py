@@ -85,6 +85,26 @@ def test_bad_corpus_fails_cleanly_without_index(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
 
 
+def test_ctrl_c_while_indexing_says_what_is_kept(toy_collection, toy_index, tmp_path, monkeypatch):
+    """Ctrl-C during Lucene's indexing: no output and no temporaries, or the index it was replacing, untouched."""
+    import ance_ir.bm25.index as index
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index.subprocess, "run", interrupted)
+    fresh = tmp_path / "fresh" / "toy.lucene"
+    fresh.parent.mkdir()
+    with pytest.raises(KeyboardInterrupt, match="interrupted: nothing was written; a rerun builds the index"):
+        bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(fresh)])
+    assert list(fresh.parent.iterdir()) == []
+    before = sorted(p.name for p in toy_index.iterdir())
+    with pytest.raises(KeyboardInterrupt, match="interrupted: the index it replaces is kept"):
+        bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(toy_index), "--force"])
+    assert sorted(p.name for p in toy_index.iterdir()) == before and BM25Searcher(toy_index).search({"q": "dog"})
+    assert not list(toy_index.parent.glob(".*"))  # no temporaries left beside it
+
+
 def test_search_rejects_non_index(tmp_path, toy_collection):
     with pytest.raises(Exception, match="not a Lucene index"):
         BM25Searcher(tmp_path)

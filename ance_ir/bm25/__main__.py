@@ -50,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.output, folder=True)
         if Path(args.output).exists() and not args.force:
             raise ValueError(f"{args.output} already exists; pass --force to replace it")
-        out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
+        try:
+            out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
+        except KeyboardInterrupt:
+            kept = "the index it replaces is kept" if Path(args.output).exists() else "nothing was written"
+            raise KeyboardInterrupt(f"interrupted: {kept}; a rerun builds the index from the start") from None
         print(f"wrote Lucene index {out}", file=sys.stderr)
         return 0
 
