@@ -9,8 +9,8 @@ satisfy, and sets a placeholder ``OPENAI_API_KEY``. It is idempotent and cheap; 
 The JVM is started with ``-Xrs``: Python, not the JVM, handles SIGTERM and SIGINT. Unless ``ANCE_IR_VERBOSE`` is
 set (every CLI's ``--verbose``), the JVM is started quiet: no ``sun.misc.Unsafe`` deprecation warnings
 (``--sun-misc-unsafe-memory-access=allow``, JDK 23+) and ``java.util.logging`` at SEVERE (Lucene's MMapDirectory
-notice). The choice is made when Pyserini adds its
-JVM options, on its first import, so a flag parsed after ``import ance_ir`` still counts.
+notice). The choice is made when Pyserini adds its JVM options, on its first import, so a flag parsed after
+``import ance_ir`` still counts.
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ def in_chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
 
 
 class ChunkTally:
-    """The passages of a chunked job finished so far, and those reused from an earlier run's ``work`` folder.
+    """The items (``unit``: passages, queries) of a chunked job finished so far, and those reused from an earlier
+    run's ``work`` folder.
 
     As a context manager around the job's loop: the first reused chunk is announced, a finished job that reused
     any says how many, and a Ctrl-C inside says what ``work`` keeps and how to go on.
