@@ -363,6 +363,21 @@ def test_ctrl_c_saves_a_checkpoint_and_stops(toy, tmp_path):
     assert (checkpoints / f"step-{stopped:08d}" / STATE_FILE).is_file()
 
 
+def test_ctrl_c_during_a_sync_refresh_says_it_waits_for_the_refresh(toy, tmp_path, monkeypatch, capsys):
+    import ance_ir.train.refresher as refresher
+
+    original = refresher.refresh_checkpoint
+
+    def pressed_during(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # handled while the refresh runs
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(refresher, "refresh_checkpoint", pressed_during)
+    with pytest.raises(KeyboardInterrupt, match="interrupted at step 0"):
+        train(toy_config(toy, tmp_path / "run"))
+    assert "stopping after the refresh of step 0's checkpoint with a checkpoint" in capsys.readouterr().err
+
+
 def test_async_inferencer_publishes_while_training_goes_on(toy, tmp_path):
     output = tmp_path / "run"
     train(toy_config(toy, output, refresh_mode="async", max_steps=12, refresh_every=3, max_staleness=6))

@@ -3,6 +3,7 @@
 The trainer calls them in this order: ``initial_checkpoint`` (before the first step of a new run),
 ``propose`` (rank 0, at every boundary) then ``apply`` (every rank, with rank 0's proposal), ``begin`` (once,
 after the first boundary), ``after_step``, ``checkpoint_due``, ``log_fields`` (when a log record is written),
+``busy`` (when a Ctrl-C arrives),
 and at the end ``finish`` (normal end) or ``stop`` (pause, interruption, error). ``state_dict`` is merged
 into each checkpoint's trainer state and handed back to ``load_state_dict`` on resume.
 """
@@ -35,6 +36,11 @@ class TrainingHook:
     def checkpoint_due(self, step: int) -> bool:
         """Whether a checkpoint must be saved after ``step``."""
         return False
+
+    def busy(self) -> str | None:
+        """What the step boundary is waiting for now (e.g. ``"the refresh of step 20's checkpoint"``), said when a
+        Ctrl-C arrives; None when nothing."""
+        return None
 
     def log_fields(self, steps: int) -> dict[str, Any]:
         """Fields for the log record of the last ``steps`` steps; ``pause_s`` adds to the trainer's pauses."""

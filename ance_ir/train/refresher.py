@@ -48,6 +48,7 @@ class Refresher(TrainingHook):
         self.inferencer: InferencerProcess | None = None
         self._job: RefreshJob | None = None
         self._death_reported = False
+        self._busy: str | None = None  # what a step boundary waits for, said on Ctrl-C
         self._staleness: int | None = None
         self._pause_s = 0.0
         self._busy_steps = 0
@@ -99,6 +100,9 @@ class Refresher(TrainingHook):
     def checkpoint_due(self, step: int) -> bool:
         return bool(self.every and step % self.every == 0)
 
+    def busy(self) -> str | None:
+        return self._busy
+
     def log_fields(self, steps: int) -> dict[str, Any]:
         fields = {"pause_s": self._pause_s, "negatives_version": self.version, "staleness": self._staleness,
                   "inferencer_busy": round(self._busy_steps / steps, 3) if self.inferencer else None}
@@ -137,8 +141,12 @@ class Refresher(TrainingHook):
         started = time.perf_counter()
         device = self.ctx.device
         devices = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):  # training draws the same random numbers either way
-            record = refresh_checkpoint(checkpoint_dir(self.run, step), self._job, self.run, device, "sync")
+        self._busy = f"the refresh of step {step}'s checkpoint"
+        try:
+            with torch.random.fork_rng(devices=devices):  # training draws the same random numbers either way
+                record = refresh_checkpoint(checkpoint_dir(self.run, step), self._job, self.run, device, "sync")
+        finally:
+            self._busy = None
         seconds = time.perf_counter() - started
         self._pause_s += seconds
         self.log.write({"event": "refresh", "step": step, "seconds": round(seconds, 3),

@@ -288,7 +288,8 @@ class Trainer:
                 raise KeyboardInterrupt
             self._interrupted = True
             if self.dist.is_main:
-                _say("stopping after this step with a checkpoint (press Ctrl-C again to quit at once)")
+                doing = next((what for hook in self.hooks if (what := hook.busy())), "this step")
+                _say(f"stopping after {doing} with a checkpoint (press Ctrl-C again to quit at once)")
 
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
