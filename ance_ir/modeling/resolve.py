@@ -65,6 +65,12 @@ def run_model_dir(folder: Path) -> Path | None:
     return done[-1]
 
 
+def names_a_path(name: str) -> bool:
+    """Whether ``name`` can only mean a local folder (it starts with ``.``, ``/`` or ``~``, or has more than one
+    ``/``), never a Hugging Face hub id (``owner/name``) or an alias."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
 def resolve_model_path(name: str | Path) -> str:
     """Resolve ``name``: a training run folder (its final model), an existing local dir, then a packaged
     alias, else a Hugging Face hub id as given."""
@@ -79,7 +85,7 @@ def resolve_model_path(name: str | Path) -> str:
             raise ModelNotAvailableError(
                 f"model alias {name!r} needs a package that is not installed: {alias.install}")
         return str(path)
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+    if names_a_path(name):
         raise ModelNotAvailableError(f"model directory {name!r} does not exist")
     return name
 
