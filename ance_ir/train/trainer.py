@@ -172,7 +172,6 @@ class Trainer:
         self.step = 0
         self._saved_step: int | None = None
         self.window = Window()
-        self._resumed_window: dict[str, Any] = {}  # the log window a checkpoint taken mid-window had begun
         if start is not None:
             self._restore(start)
 
@@ -230,7 +229,7 @@ class Trainer:
                  f"{self.dist.world_size}; random states are not restored exactly")
         for hook in self.hooks:
             hook.load_state_dict(state)
-        self._resumed_window = state.get("log_window", {})
+        self.window = Window(**state.get("log_window", {}))  # a checkpoint taken mid-window keeps what it began
         self.log.rewind(self.step)
         self.log.write({"event": "resume", "step": self.step, "checkpoint": str(folder),
                         **{k: v for hook in self.hooks for k, v in hook.state_dict().items()}})
@@ -260,7 +259,7 @@ class Trainer:
             stop = self._boundary()
             for hook in self.hooks:
                 hook.begin(self.step)
-            self.window = Window(**self._resumed_window)
+            self.window = Window(**self.window.state())  # a fresh clock: setup and step 0's checkpoint not timed
             while not stop and self.step < self.total_steps:
                 self._train_step()
                 bar.update()
