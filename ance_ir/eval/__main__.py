@@ -44,10 +44,10 @@ from ance_ir.eval import (
     DEFAULT_METRICS,
     evaluate_per_query,
     format_table,
-    judged_overlap,
     mean_over_queries,
     parse_measures,
 )
+from ance_ir.eval.report import unjudged_warning
 from ance_ir.eval.significance import CORRECTIONS
 
 
@@ -101,8 +101,8 @@ def _qrels_scores(args: argparse.Namespace, runs: list[Run]) -> tuple[list[dict[
         if not any(q in run for q in qrels):
             raise ValueError(f"{name}: no query of the run has judgments in {args.qrels}")
         per_query = evaluate_per_query(qrels, run, metrics, args.relevance_level, complete=complete)
-        if not judged_overlap(qrels, run, list(per_query)):
-            warnings.append(f"{name}: none of the retrieved documents is judged in {args.qrels} (different corpora?)")
+        if warning := unjudged_warning(qrels, run, name, args.qrels, list(per_query)):
+            warnings.append(warning)
         scores.append(per_query)
         missing.append(sum(q not in run for q in per_query))
     for w in warnings:

@@ -24,12 +24,20 @@ def format_table(means: dict[str, float], label: str = "") -> str:
     return "\n".join(lines)
 
 
+def unjudged_warning(qrels: Qrels, run: Run, run_name: str | Path, qrels_name: str,
+                     qids: list[str] | None = None) -> str | None:
+    """What to warn about a run none of whose retrieved documents (over ``qids``, default: the run's queries) is
+    judged in ``qrels``: a run and qrels of different corpora, most likely; None when some are judged."""
+    if judged_overlap(qrels, run, qids):
+        return None
+    return f"{run_name}: none of the retrieved documents is judged in {qrels_name} (different corpora?)"
+
+
 def print_run_metrics(qrels: Qrels, run: Run, output: str | Path, qrels_name: str) -> None:
-    """The default measures of a run a CLI has just written (stdout), after a warning (stderr) when none of its
-    documents is judged in ``qrels`` (``qrels_name``), as ``python -m ance_ir.eval`` warns."""
-    if not judged_overlap(qrels, run):
-        print(f"warning: {output}: none of the retrieved documents is judged in {qrels_name} (different corpora?)",
-              file=sys.stderr)
+    """The default measures of a run a CLI has just written (stdout), after :func:`unjudged_warning`'s line
+    (stderr), as ``python -m ance_ir.eval`` warns."""
+    if warning := unjudged_warning(qrels, run, output, qrels_name):
+        print(f"warning: {warning}", file=sys.stderr)
     print(format_table(evaluate(qrels, run), label=Path(output).name))
 
 
