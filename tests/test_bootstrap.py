@@ -13,16 +13,21 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
+def _python(*lines: str) -> subprocess.CompletedProcess:
+    """``lines`` run as one program by a fresh interpreter with no user setup (no JAVA_HOME, a bare PATH)."""
+    return subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True,
+                          env=_clean_env())
+
+
 def test_pyserini_imports_without_user_setup():
-    code = ("import ance_ir, os, jnius_config\n"
-            "from pyserini.search.lucene import LuceneSearcher\n"
-            "import pyserini.encode\n"
-            "from ance_ir.bootstrap import _java_major\n"
-            "from pathlib import Path\n"
-            "assert _java_major(Path(os.environ['JAVA_HOME'])) >= 21\n"
-            "assert not any('incubator' in o for o in jnius_config.get_options())\n"
-            "print('ok')\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_clean_env())
+    result = _python("import ance_ir, os, jnius_config",
+                     "from pyserini.search.lucene import LuceneSearcher",
+                     "import pyserini.encode",
+                     "from ance_ir.bootstrap import _java_major",
+                     "from pathlib import Path",
+                     "assert _java_major(Path(os.environ['JAVA_HOME'])) >= 21",
+                     "assert not any('incubator' in o for o in jnius_config.get_options())",
+                     "print('ok')")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("ok")
 
@@ -30,15 +35,14 @@ def test_pyserini_imports_without_user_setup():
 def test_python_keeps_its_sigterm_handler_once_the_jvm_runs():
     """A handler installed before the JVM starts still runs on SIGTERM (the JVM's own shutdown would exit 143
     past it, and can hang while Python is inside a JNI call)."""
-    code = ("import os, signal, sys, time\n"
-            "import ance_ir\n"
-            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
-            "from pyserini.search.lucene import LuceneSearcher\n"
-            "from jnius import autoclass\n"
-            "autoclass('java.lang.String')\n"
-            "os.kill(os.getpid(), signal.SIGTERM)\n"
-            "time.sleep(30)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_clean_env())
+    result = _python("import os, signal, sys, time",
+                     "import ance_ir",
+                     "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))",
+                     "from pyserini.search.lucene import LuceneSearcher",
+                     "from jnius import autoclass",
+                     "autoclass('java.lang.String')",
+                     "os.kill(os.getpid(), signal.SIGTERM)",
+                     "time.sleep(30)")
     assert result.returncode == 7, result.stderr[-2000:]
 
 
