@@ -162,6 +162,11 @@ def test_a_registry_refuses_a_taken_or_missing_name_and_suggests_a_close_one():
     assert registry == {"margin": Margin}
     with pytest.raises(ValueError, match=r"x.name: must be one of margin, got 'margn' \(did you mean 'margin'\? "):
         registry.lookup("margn", "x.name")
+    with pytest.raises(ValueError, match=r"^unknown loss 'margn' \(did you mean 'margin'\? known: margin; a loss "
+                                         r"from a plugin is registered by importing it: --import FILE or 'imports:' "
+                                         r"in the config\)$"):
+        registry.require("margn")
+    assert registry.require("margin") is Margin
 
 
 def test_a_candidate_source_parameter_without_a_default_is_a_required_setting(toy_collection, tmp_path):

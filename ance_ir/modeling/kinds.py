@@ -117,11 +117,7 @@ def register_built_in_kinds() -> None:
 def kind_class(kind: str) -> type:
     """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
     register_built_in_kinds()
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; {MODEL_KINDS.suggest(kind)}known: "
-                         f"{', '.join(sorted(MODEL_KINDS))} (a plugin kind is registered by importing its module: "
-                         "--import FILE or 'imports:' in the config)")
-    return MODEL_KINDS[kind]
+    return MODEL_KINDS.require(kind)
 
 
 def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: Any) -> Any:

@@ -269,6 +269,4 @@ class KLLoss(DistillationLoss):
 
 def build_loss(name: str, temperature: float = 1.0, **options: Any) -> ContrastiveLoss:
     """The loss registered as ``name``."""
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
-    return LOSSES[name](temperature, **options)
+    return LOSSES.require(name)(temperature, **options)

@@ -40,12 +40,22 @@ class Registry(dict):
         return cls
 
     def lookup(self, name: str, setting: str) -> type:
-        """The class registered as ``name``; ConfigError on ``setting`` listing the known names."""
+        """The class registered as ``name``; ConfigError on the config ``setting`` listing the known names."""
         if name not in self:
-            raise ConfigError(setting, f"must be one of {', '.join(self)}, got {name!r} ({self.suggest(name)}a "
-                                       f"{self.what} from a plugin is registered by importing it: 'imports:' in the "
-                                       "config)")
+            raise ConfigError(setting, f"must be one of {', '.join(self)}, got {name!r} ({self.suggest(name)}"
+                                       f"{self._plugin_hint()})")
         return self[name]
+
+    def require(self, name: str) -> type:
+        """The class registered as ``name``; ValueError listing the known names (for a CLI flag or an API call)."""
+        if name not in self:
+            raise ValueError(f"unknown {self.what} {name!r} ({self.suggest(name)}known: {', '.join(self)}; "
+                             f"{self._plugin_hint()})")
+        return self[name]
+
+    def _plugin_hint(self) -> str:
+        return (f"a {self.what} from a plugin is registered by importing it: --import FILE or 'imports:' in the "
+                "config")
 
     def suggest(self, name: str) -> str:
         """``did you mean 'X'? `` for the registered name closest to ``name``, else ''."""
