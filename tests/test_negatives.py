@@ -438,3 +438,29 @@ def test_cli_interrupted_retrieval_resumes_from_kept_chunks(lucene, broad, tmp_p
     with pytest.raises(RuntimeError):
         main([*args, "--output", str(tmp_path / "failed.jsonl.gz")])
     assert not (tmp_path / "failed.jsonl.gz.partial").exists()
+
+
+def test_cli_a_source_that_computes_nothing_is_called_once(toy_collection, toy_run, tmp_path, monkeypatch):
+    """A source with ``computes = False`` (the run file) gets every query in one call, chunks or not, and leaves
+    no resume folder; a computing source is called chunk by chunk."""
+    import ance_ir.negatives.resume as resume
+
+    monkeypatch.setattr(resume, "QUERY_CHUNK", 1)
+    calls: list[list[str]] = []
+    original = RunSource.retrieve
+
+    def spy(self, queries, depth):
+        calls.append(list(queries))
+        return original(self, queries, depth)
+
+    monkeypatch.setattr(RunSource, "retrieve", spy)
+    args = ["--topics", str(toy_collection["topics"]), "--qrels", str(toy_collection["qrels"]),
+            "--corpus", str(toy_collection["corpus"]), "--source", "run", "--run", str(toy_run), "--quiet"]
+    out = tmp_path / "groups.jsonl"
+    assert main([*args, "--output", str(out)]) == 0
+    assert calls == [list(read_topics_tsv(toy_collection["topics"]))] and len(calls[0]) > 1
+    monkeypatch.setattr(RunSource, "computes", True)
+    calls.clear()
+    assert main([*args, "--output", str(tmp_path / "chunked.jsonl")]) == 0
+    assert calls == [[q] for q in read_topics_tsv(toy_collection["topics"])]
+    assert out.read_bytes() == (tmp_path / "chunked.jsonl").read_bytes()

@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     check_mining_params(args.depth, args.skip, args.max_rank, args.margin, args.relative_margin)
     params = source_params(args)
     source = build_source(args.source, **params)
-    if args.source != "run":  # a run file is read, not retrieved: nothing to resume
+    if source.computes:  # a source that only reads its candidates has nothing to resume
         settings = {"source": args.source, **{k: v for k, v in params.items() if k != "threads"}}
         source = ChunkedRetrieval(source, args.output, settings, show_progress=not args.quiet)
     topics = resolve_topics(args.topics)

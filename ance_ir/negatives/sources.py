@@ -29,6 +29,9 @@ class CandidateSource(ABC):
     """Ranks passages of a corpus for queries."""
 
     name: ClassVar[str]
+    #: whether ``retrieve`` computes its candidates (worth keeping in chunks to resume an interrupted run); a source
+    #: that only looks them up in what it read when built says False
+    computes: ClassVar[bool] = True
 
     @abstractmethod
     def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
@@ -112,6 +115,7 @@ class RunSource(CandidateSource):
     """
 
     name = "run"
+    computes = False
 
     def __init__(self, path: str | Path | None = None):
         if path is None:
@@ -126,10 +130,7 @@ class RunSource(CandidateSource):
 
 def source_class(name: str) -> type[CandidateSource]:
     """The source registered as ``name``; ValueError naming the known ones for an unknown name."""
-    if name not in CANDIDATE_SOURCES:
-        raise ValueError(f"unknown candidate source {name!r} ({CANDIDATE_SOURCES.suggest(name)}known: "
-                         f"{', '.join(sorted(CANDIDATE_SOURCES))})")
-    return CANDIDATE_SOURCES[name]
+    return CANDIDATE_SOURCES.require(name)
 
 
 def build_source(name: str, **params: Any) -> CandidateSource:
