@@ -43,11 +43,14 @@ from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
 from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, cross_validated_interpolation, sweep_alpha
 
+DEFAULT_METHOD = "rrf"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
-    parser.add_argument("--method", choices=["interpolation", "rrf"], help="how runs are fused (default rrf)")
+    parser.add_argument("--method", choices=["interpolation", "rrf"],
+                        help=f"how runs are fused (default {DEFAULT_METHOD})")
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
     parser.add_argument("--tune", metavar="QRELS", help="choose alpha by nDCG@10 on these qrels (training topics)")
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_run_tag(args.run_tag)
     _check_method_settings(args)
-    fill_defaults(args, {"method": "rrf", "alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})
+    fill_defaults(args, {"method": DEFAULT_METHOD, "alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})
 
     with ThreadPoolExecutor(min(len(args.runs), os.cpu_count() or 1)) as pool:  # pyarrow and numpy release the GIL
         runs = list(pool.map(read_run_table, args.runs))
@@ -108,7 +111,7 @@ def _check_method_settings(args: argparse.Namespace) -> None:
     with the default ``rrf``, say), and ``--alpha``, ``--alphas`` or ``--folds`` that do not fit with ``--tune``."""
     if args.method == "interpolation" and len(args.runs) != 2:
         raise ValueError(f"interpolation needs exactly two runs, got {len(args.runs)}")
-    method = args.method or "rrf"
+    method = args.method or DEFAULT_METHOD
     if method == "rrf" and len(args.runs) < 2:
         raise ValueError("rrf needs at least two runs")
     given = given_flags(args, {"--alpha": "alpha", "--tune": "tune", "--alphas": "alphas", "--folds": "folds",
