@@ -47,14 +47,10 @@ def trec_eval_order(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return sorted(sorted(hits, key=lambda hit: hit[0], reverse=True), key=lambda hit: -hit[1])
 
 
-def _as_ranking(run: Run, qid: str, depth: int | None) -> dict[str, float]:
-    hits = run[qid]
-    return dict(trec_eval_order(hits)[:depth] if depth else hits)
-
-
-def judged_share(hits: list[tuple[str, float]], judged: dict[str, int], k: int) -> float:
-    """judged@k: the share of the top ``k`` hits (in trec_eval's order) judged at any grade, counted out of ``k``."""
-    return sum(docid in judged for docid, _ in trec_eval_order(hits)[:k]) / k
+def judged_share(ordered: list[tuple[str, float]], judged: dict[str, int], k: int) -> float:
+    """judged@k: the share of the top ``k`` of hits already in trec_eval's order (:func:`trec_eval_order`) judged
+    at any grade, counted out of ``k``."""
+    return sum(docid in judged for docid, _ in ordered[:k]) / k
 
 
 # trec_eval's floor for the logarithms behind gm_map and gm_bpref
@@ -93,18 +89,25 @@ def evaluate_per_query(qrels: Qrels, run: Run, metrics: list[str] | None = None,
     ranked = [q for q in qids if run.get(q)]
     judged = {q: qrels[q] for q in ranked}
     results: dict[str, dict[str, float]] = {q: {} for q in qids}
+    ordered: dict[str, list[tuple[str, float]]] = {}  # a query's hits in trec_eval's order, sorted once if cut
+
+    def top(qid: str, k: int) -> list[tuple[str, float]]:
+        if qid not in ordered:
+            ordered[qid] = trec_eval_order(run[qid])
+        return ordered[qid][:k]
+
     by_depth: dict[int | None, list[Measure]] = {}
     for m in measures:
         if m.family == JUDGED:
             for qid in ranked:
-                results[qid][m.key] = judged_share(run[qid], qrels[qid], int(m.param))
+                results[qid][m.key] = judged_share(top(qid, int(m.param)), qrels[qid], int(m.param))
         else:
             by_depth.setdefault(m.depth, []).append(m)
     for depth, wanted in by_depth.items():
         if not ranked:
             break
         evaluator = pytrec_eval.RelevanceEvaluator(judged, trec_eval_spec(wanted), relevance_level=relevance_level)
-        values = evaluator.evaluate({q: _as_ranking(run, q, depth) for q in ranked})
+        values = evaluator.evaluate({q: dict(top(q, depth) if depth else run[q]) for q in ranked})
         for qid in ranked:
             got = values.get(qid, {})
             results[qid].update({m.key: got.get(m.pytrec_key, 0.0) for m in wanted})
