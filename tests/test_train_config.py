@@ -45,7 +45,7 @@ def test_json_config_and_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "line", "message"), [
-    (REQUIRED + "learning_rate: 1e-5\n", 5, "unknown setting 'learning_rate'"),
+    (REQUIRED + "learning_rate: 1e-5\n", 5, "learning_rate: unknown setting"),
     (REQUIRED + "batch_size: 8\nbatchsize: 4\n", 6, "did you mean 'batch_size'"),
     (REQUIRED + "batch_size: many\n", 5, "batch_size: must be an integer"),
     (REQUIRED + "in_batch: maybe\n", 5, "in_batch: must be true or false"),
@@ -83,6 +83,12 @@ def test_flag_errors_name_the_flag(tmp_path):
     path = _file(tmp_path, REQUIRED)
     with pytest.raises(ValueError, match="^--lr: optim.lr: must be a number"):
         parse_args(["--config", str(path), "--lr", "fast"])
+    with pytest.raises(ValueError, match="^--set optim.lr: must be a number"):  # the setting named once
+        parse_args(["--config", str(path), "--set", "optim.lr=fast"])
+    with pytest.raises(ValueError, match="^--set optim.lrr: unknown setting; did you mean 'optim.lr'\\?$"):
+        parse_args(["--config", str(path), "--set", "optim.lrr=1"])
+    with pytest.raises(ValueError, match="^--set loss.name: must be one of .*, got 'kll' \\(did you mean 'kl'"):
+        parse_args(["--config", str(path), "--set", "loss.name=kll"])
     with pytest.raises(ValueError, match="refresh.mode: must be one of async, sync"):
         parse_args(["--config", str(path), "--refresh-mode", "later"])
     with pytest.raises(ValueError, match="refresh.precision: must be one of auto, fp32, bf16, fp16, int8"):

@@ -189,7 +189,7 @@ def _known_names() -> list[str]:
 
 def _unknown(key: str, candidates: list[str]) -> str:
     close = difflib.get_close_matches(key, candidates, n=1)
-    return f"unknown setting {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+    return f"{key}: unknown setting" + (f"; did you mean {close[0]!r}?" if close else "")
 
 
 def _place(key: str, value: Any) -> list[tuple[str, Any]]:
@@ -257,7 +257,7 @@ def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainCon
         try:
             _assign(config, qualified, value)
         except (KeyError, ConfigError) as e:
-            raise ValueError(f"{flag}: {e.args[0] if isinstance(e, KeyError) else e}") from None
+            raise ValueError(_flag_error(flag, qualified, e.args[0] if isinstance(e, KeyError) else str(e))) from None
         given.discard(qualified)
         flags[qualified] = flag
     try:
@@ -269,9 +269,15 @@ def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainCon
         if e.name in given and path is not None:
             raise InputError(path, str(e), lines.get(e.name)) from None
         if e.name in flags:
-            raise ValueError(f"{flags[e.name]}: {e}") from None
+            raise ValueError(_flag_error(flags[e.name], e.name, str(e))) from None
         raise
     return config
+
+
+def _flag_error(flag: str, setting: str, error: str) -> str:
+    """``--lr: optim.lr: MESSAGE`` (the flag, then the ``error`` about the setting it sets), but ``--set optim.lr:
+    MESSAGE``."""
+    return f"--set {error}" if flag == f"--set {setting}" else f"{flag}: {error}"
 
 
 def check_resumable(saved: TrainConfig, now: TrainConfig, where: Path) -> list[str]:

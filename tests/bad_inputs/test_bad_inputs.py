@@ -277,7 +277,7 @@ CASES = {
     # train
     "train-bad-yaml": Case("train", "--config {F}/train_bad_yaml.yaml", "{F}/train_bad_yaml.yaml:1",
                            "not valid YAML"),
-    "train-unknown-setting": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11", "unknown setting 'learning_rate'",
+    "train-unknown-setting": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11", "learning_rate: unknown setting",
                                   {"c.yaml": TRAIN_YAML + "learning_rate: 1e-5\n"}),
     "train-lr-inf": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11", "must be a positive finite number",
                          {"c.yaml": TRAIN_YAML + "lr: .inf\n"}),
