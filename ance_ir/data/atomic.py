@@ -74,16 +74,15 @@ def _open_layers(raw: IO[bytes], gzipped: bool, binary: bool) -> Iterator[IO]:
 
 
 @contextmanager
-def atomic_directory(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
-    """Yield a temporary directory beside ``path``; move it to ``path`` when the block exits cleanly."""
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary directory beside ``path``; move it to ``path`` when the block exits cleanly (replacing
+    what is there)."""
     path = Path(path)
     tmp = Path(_beside(path, lambda: tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
         if path.exists():
-            if not overwrite:
-                raise FileExistsError(f"{path}: already exists")
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)

@@ -3,12 +3,10 @@
 from ance_ir.datasets.registry import (
     DATASETS,
     fetch,
-    known_names,
     qrels_for_topics,
     resolve_corpus,
     resolve_qrels,
     resolve_topics,
 )
 
-__all__ = ["DATASETS", "fetch", "known_names", "qrels_for_topics", "resolve_corpus", "resolve_qrels",
-           "resolve_topics"]
+__all__ = ["DATASETS", "fetch", "qrels_for_topics", "resolve_corpus", "resolve_qrels", "resolve_topics"]

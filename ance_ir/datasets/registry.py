@@ -110,6 +110,3 @@ def qrels_for_topics(spec: str) -> Qrels | None:
         return None
     return resolve_qrels(spec) if _is_name(spec) else None
 
-
-def known_names() -> list[str]:
-    return [*DATASETS, *RAG24_SPLITS, *anserini.ALIASES, *anserini.FILES]

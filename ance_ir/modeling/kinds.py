@@ -114,7 +114,7 @@ def register_built_in_kinds() -> None:
     import ance_ir.modeling.splade  # noqa: F401
 
 
-def kind_class(kind: str) -> type:
+def kind_class(kind: str) -> type[ModelKind]:
     """The class registered for ``kind``; ValueError naming the known kinds (and how plugins register)."""
     register_built_in_kinds()
     return MODEL_KINDS.require(kind)

@@ -51,7 +51,8 @@ class BM25Source(CandidateSource):
 
     def __init__(self, index: str | Path | None = None, k1: float = 0.9, b: float = 0.4, threads: int = 2):
         if index is None:
-            raise ValueError(f"the bm25 source needs a Lucene index (--index); {BM25_INDEX_HINT}")
+            raise ValueError(f"the bm25 source needs a Lucene index (--index; negatives.index in training); "
+                             f"{BM25_INDEX_HINT}")
         if not Path(index).is_dir():
             raise InputError(index, f"no such Lucene index folder; {BM25_INDEX_HINT}")
         if not any(Path(index).glob("segments*")):

@@ -1,7 +1,7 @@
 """Checkpoints: ``OUTPUT/checkpoints/step-NNNNNNNN/``, each written as one atomic folder.
 
 A checkpoint folder is a saved model (Hugging Face layout plus its kind, loadable by
-:func:`ance_ir.modeling.load_model` and every ance-ir CLI) plus ``trainer_state.pt``: optimizer, scheduler,
+:func:`ance_ir.modeling.kinds.load_model` and every ance-ir CLI) plus ``trainer_state.pt``: optimizer, scheduler,
 step, RNG states of every rank, the pair order and the negatives version in use. Folders are built under a
 hidden temporary name and renamed into place, so every listed checkpoint is complete.
 """

@@ -65,8 +65,9 @@ class ModelSection(Section):
     section = "model"
     name: str = _opt("minilm", "starting model: model dir, run folder, alias (minilm, bert-tiny) or Hugging Face id",
                      "model")
-    kind: str | None = _opt(None, "model kind: dense, cross-encoder, colbert or a plugin's (default: the task's "
-                                   "kind if it has one, else what the model folder records, else dense)", "kind")
+    kind: str | None = _opt(None, "model kind: dense, cross-encoder, colbert, mebert, poly-encoder, splade, deepct, "
+                                   "generator, mlm or a plugin's (default: the task's kind if it has one, else what "
+                                   "the model folder records, else dense)", "kind")
     init_from: str | None = _opt(None, "start from this model dir, or from this run folder's model (its final/, else "
                                        "its newest complete checkpoint; e.g. a BM25 warm-up run); overrides name",
                                  "init_from")
@@ -92,7 +93,7 @@ class DataSection(Section):
     section = "data"
     source: str = _opt("qrels", "training data source: qrels (topics + qrels), groups (JSONL training groups) or "
                                 "a pretraining source made from the corpus (ict, bfs, wlp, spider, simcse, "
-                                "contriever); corpus: the passages alone (task: mlm)",
+                                "contriever, qgen); corpus: the passages alone (task: mlm)",
                        "data_source")
     corpus: str = _opt("", "corpus JSONL/TSV file or dataset name (rag24-mini)", "corpus")
     topics: str | None = _opt(None, "training topics: TSV file or name (rag24-mini-train); required by the qrels "
