@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from test_train_run import toy_config, training_records
 
+from ance_ir.data import InputError
 from ance_ir.modeling.cross_encoder import HEAD_NAME, CrossEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
 from ance_ir.train import list_checkpoints, train
@@ -78,3 +79,13 @@ def test_both_models_train_and_a_stopped_run_resumes_exactly(toy, ranker, tmp_pa
 def test_settings_it_cannot_train_with(toy, ranker, tmp_path, changes, message):
     with pytest.raises(ValueError, match=message):
         toy_config(toy, tmp_path / "run", **settings(ranker, model=str(toy / "bert"), **changes))
+
+
+def test_a_ranker_not_trained_yet_is_named_when_training_starts(toy, tmp_path):
+    """The config is valid (a committed config names a run to be trained first); training refuses it in one line."""
+    config = toy_config(toy, tmp_path / "run",
+                        **settings(Path("train-runs/x/not-trained-yet"), model=str(toy / "bert")))
+    with pytest.raises(InputError, match="^train-runs/x/not-trained-yet: task.ranker: no such run or model folder; "
+                                         "train or fetch the model it names first$"):
+        train(config)
+    assert not (tmp_path / "run").exists()

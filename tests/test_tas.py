@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_train_run import assert_same_training, events, toy_config
 
-from ance_ir.data import GroupPassage, TrainingGroup, write_groups
+from ance_ir.data import GroupPassage, InputError, TrainingGroup, write_groups
 from ance_ir.train import train
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.tas import TopicDraws, cluster_queries, margin_bins
@@ -156,3 +156,7 @@ def test_the_tas_b_task_draws_each_batch_from_one_of_its_clusters(toy, tmp_path)
     for batch in batches:
         assert len(batch) == 4 and any({g.qid for g in batch} <= set(c) for c in clusters)
         assert all(g.docids[0] in {"d1", "d3", "d5"} and len(g.negatives) == 1 for g in batch)
+    elsewhere = toy_config(toy, tmp_path / "other",
+                           **{**tas_settings(groups, encoder="./no-such-run"), "batch_size": 4})
+    with pytest.raises(InputError, match=r"^\./no-such-run: task.encoder: no such run or model folder"):
+        TASBTask(task_context(elsewhere, tmp_path / "other"), DenseEncoder.from_pretrained(toy / "bert")).next_batch()

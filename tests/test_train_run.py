@@ -186,6 +186,9 @@ def test_init_from_a_run_folder_starts_from_its_latest_checkpoint(straight_run, 
         train(toy_config(toy, tmp_path / "x", init_from=str(empty.root), max_steps=3))
     with pytest.raises(InputError, match="model.init_from .*: no such run or model folder"):
         train(toy_config(toy, tmp_path / "y", init_from="train-runs/rag24-mini/not-trained-yet", max_steps=3))
+    with pytest.raises(InputError, match=r"^\./not-trained-yet: model.name \(--model\): no such run or model folder"):
+        train(toy_config(toy, tmp_path / "z", model="./not-trained-yet", max_steps=3))
+    assert not (tmp_path / "z").exists()
 
 
 @pytest.mark.parametrize("stop_at", [3, 4])
@@ -478,6 +481,10 @@ def test_a_denoising_refresh_leaves_out_what_the_cross_encoder_scores_high(strai
     assert denoised == expected and record["denoised"] == len(scores) - sum(map(len, expected.values())) > 0
     with pytest.raises(ValueError, match="needs both a cross-encoder"):
         toy_config(toy, tmp_path / "half", **{"negatives.denoise_with": str(ranker)})
+    missing = toy_config(toy, tmp_path / "missing", **{"negatives.denoise_with": "runs/ce-not-trained/final",
+                                                       "negatives.denoise_above": threshold})  # a valid config
+    with pytest.raises(InputError, match="^runs/ce-not-trained/final: negatives.denoise_with: no such run or model"):
+        train(missing)
 
 
 def test_the_final_refresh_is_optional_and_a_refresh_can_keep_its_index(toy, tmp_path, capsys):

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ance_ir.data.errors import InputError
+
 
 @dataclass(frozen=True)
 class Alias:
@@ -69,6 +71,13 @@ def names_a_path(name: str) -> bool:
     """Whether ``name`` can only mean a local folder (it starts with ``.``, ``/`` or ``~``, or has more than one
     ``/``), never a Hugging Face hub id (``owner/name``) or an alias."""
     return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def require_local_model(name: str, setting: str) -> None:
+    """InputError on ``name`` naming the ``setting`` that gave it when ``name`` can only be a local folder
+    (:func:`names_a_path`) and there is none: a prerequisite run not trained (or fetched) yet."""
+    if names_a_path(name) and not Path(name).expanduser().exists():
+        raise InputError(name, f"{setting}: no such run or model folder; train or fetch the model it names first")
 
 
 def resolve_model_path(name: str | Path) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, atomic_directory
-from ance_ir.modeling.resolve import ModelNotAvailableError, names_a_path, run_model_dir
+from ance_ir.modeling.resolve import ModelNotAvailableError, require_local_model, run_model_dir
 from ance_ir.train.layout import RunDir
 
 STATE_FILE = "trainer_state.pt"
@@ -90,9 +90,7 @@ def remove_partial(run: RunDir) -> None:
 def resolve_init(spec: str) -> str:
     """``init_from``: a run folder means its model (``final/``, else its newest checkpoint), as everywhere;
     anything else is a model dir or name."""
-    if names_a_path(spec) and not Path(spec).expanduser().exists():
-        raise InputError(spec, "model.init_from (--init-from): no such run or model folder; train or fetch the "
-                               "model it names first")
+    require_local_model(spec, "model.init_from (--init-from)")
     try:
         model = run_model_dir(Path(spec))
     except ModelNotAvailableError as e:

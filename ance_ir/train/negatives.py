@@ -225,6 +225,10 @@ class AnceNegatives(CandidateNegatives):
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        if config.negatives.options["denoise_with"] is not None:  # every refresh loads it
+            from ance_ir.modeling.resolve import require_local_model
+
+            require_local_model(config.negatives.options["denoise_with"], "negatives.denoise_with")
         return cls(data.docids, {}, config.negatives.depth)
 
     def update(self, version: int, candidates: dict[str, list[str]]) -> None:

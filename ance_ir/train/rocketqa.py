@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ance_ir.modeling.resolve import require_local_model
 from ance_ir.train.collator import Batch, Collator, Group
 from ance_ir.train.contrastive import GroupBatch, GroupTask
 from ance_ir.train.cross_encoder import PairBatch, PairCollator, PairScorer
@@ -89,6 +90,7 @@ class RocketQAv2Task(GroupTask):
         super().__init__(ctx, model)
         from ance_ir.modeling.kinds import load_model
 
+        require_local_model(ctx.config.task.options["ranker"], "task.ranker")
         self.ranker = load_model(ctx.config.task.options["ranker"], "cross-encoder").to(ctx.device)
         self.dense_collator = Collator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self.pair_collator = PairCollator(self.ranker, ctx.data.queries, ctx.data.texts,

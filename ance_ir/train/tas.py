@@ -28,13 +28,13 @@ from ance_ir.train.task import TaskContext, register_task
 
 def cluster_queries(vectors: np.ndarray, qids: Sequence[str], clusters: int, seed: int) -> list[list[str]]:
     """The queries grouped by k-means on their vectors (faiss, ``min(clusters, len(qids))`` centroids, best of 5
-    runs); empty
-    clusters are left out."""
+    runs); empty clusters are left out. A few queries a cluster is TAS's design, so faiss's warning below 39 points a
+    centroid (advice for quantizers) is turned off."""
     import faiss
 
     x = np.ascontiguousarray(vectors, dtype=np.float32)
     k = min(clusters, len(qids))
-    kmeans = faiss.Kmeans(x.shape[1], k, niter=20, nredo=5, seed=seed, verbose=False)
+    kmeans = faiss.Kmeans(x.shape[1], k, niter=20, nredo=5, seed=seed, verbose=False, min_points_per_centroid=1)
     kmeans.train(x)
     _, assign = kmeans.index.search(x, 1)
     members: list[list[str]] = [[] for _ in range(k)]
@@ -142,8 +142,11 @@ class TASTask(ContrastiveTask):
 
     def _clusters(self, qids: list[str]) -> list[list[str]]:
         from ance_ir.modeling.kinds import load_model
+        from ance_ir.modeling.resolve import require_local_model
 
         encoder = self.ctx.config.task.options["encoder"]
+        if encoder:
+            require_local_model(encoder, "task.encoder")
         model = load_model(encoder) if encoder else self.model
         vectors = model.encode_queries([self.ctx.data.queries[q] for q in qids])
         clusters = cluster_queries(vectors, qids, self.ctx.config.task.options["clusters"], self.ctx.config.seed)

@@ -29,6 +29,7 @@ from transformers.utils import logging as hf_logging
 from ance_ir.cli import check_output
 from ance_ir.data import atomic_directory, output_lock
 from ance_ir.modeling.kinds import load_model
+from ance_ir.modeling.resolve import require_local_model
 from ance_ir.plugins import load_plugins
 from ance_ir.train.arguments import TrainConfig, check_resumable
 from ance_ir.train.checkpoint import (
@@ -149,7 +150,11 @@ class Trainer:
         if start is not None:
             self.model = load_model(start, model.kind)
         else:
-            source = resolve_init(model.init_from) if model.init_from else model.name
+            if model.init_from:
+                source = resolve_init(model.init_from)
+            else:
+                require_local_model(model.name, "model.name (--model)")
+                source = model.name
             self.model = load_model(source, model.kind, **model.overrides())
         self.model.to(self.device)
         self._interrupted = False
