@@ -21,7 +21,8 @@ def ivfpq_defaults(n: int, dim: int) -> dict[str, int]:
 
     ``nlist`` is about 4*sqrt(n), capped so each list gets 39 training points; ``m`` gives 4 dimensions
     per sub-quantizer (the largest divisor of ``dim`` not above dim/4); ``nbits`` is 8, or fewer when
-    there are under 256 vectors to train on; ``nprobe`` searches 1/16 of the lists, at least 16.
+    there are under 256 vectors to train on (not capped at 39 points a code: 6,011 vectors train 256 codes per
+    sub-quantizer); ``nprobe`` searches 1/16 of the lists, at least 16.
     """
     nlist = max(1, min(round(4 * math.sqrt(n)), n // MIN_POINTS_PER_LIST))
     m = max(d for d in range(1, max(1, dim // 4) + 1) if dim % d == 0)
@@ -81,6 +82,10 @@ def _build_ivfpq(vectors: np.ndarray, nlist: int, m: int, nbits: int, nprobe: in
                          f"vectors to train on, got {n}")
     index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, m, nbits, faiss.METRIC_INNER_PRODUCT)
     index.nprobe = min(nprobe, nlist)
+    # 2^nbits codes from fewer than faiss's 39 points a code (8 bits below 9,984 vectors), or one list from fewer
+    # than 39 vectors, is ivfpq_defaults' choice: no warning from the lists' and each sub-quantizer's k-means (only
+    # the warning goes: the index is the same)
+    index.cp.min_points_per_centroid = index.pq.cp.min_points_per_centroid = 1
     work = to_gpu(index)
     work.train(_training_sample(vectors, 256 * max(nlist, 2 ** nbits)))
     _add(work, vectors)
