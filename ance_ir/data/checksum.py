@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 
 def sha256_file(path: str | Path) -> str:
@@ -13,3 +15,8 @@ def sha256_file(path: str | Path) -> str:
         while block := f.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    """Hex SHA-256 of ``value``'s JSON text (``json.dumps`` with non-ASCII kept), as recorded by resumable jobs."""
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode("utf-8")).hexdigest()

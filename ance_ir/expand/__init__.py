@@ -19,7 +19,6 @@ both files are written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -30,6 +29,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock
+from ance_ir.data.checksum import sha256_json
 from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
 
 QUERIES_SUFFIX = ".queries.jsonl"
@@ -70,7 +70,7 @@ def judged_queries(topics: Mapping[str, str], qrels: Mapping[str, Mapping[str, i
 
 def mapping_digest(queries: Mapping[str, Sequence[str]]) -> str:
     """SHA-256 of a ``{docid: queries}`` mapping (the resume record of an expansion with judged queries)."""
-    return hashlib.sha256(json.dumps(sorted(queries.items()), ensure_ascii=False).encode()).hexdigest()
+    return sha256_json(sorted(queries.items()))
 
 
 def _chunk_path(work: Path, number: int) -> Path:

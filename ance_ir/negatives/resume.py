@@ -8,7 +8,6 @@ interrupted run retrieves only the queries it had not reached, and gives the gro
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -19,15 +18,11 @@ from typing import Any
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write
+from ance_ir.data.checksum import sha256_json
 from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
 from ance_ir.negatives.sources import CandidateSource
 
 QUERY_CHUNK = 512  # queries retrieved (and kept) together
-
-
-def _digest(queries: Mapping[str, str]) -> str:
-    text = json.dumps(list(queries.items()), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _read_chunk(path: Path, qids: list[str]) -> dict[str, list[tuple[str, float]]]:
@@ -63,7 +58,8 @@ class ChunkedRetrieval(CandidateSource):
             shutil.rmtree(self.work, ignore_errors=True)
 
     def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
-        job = {**self.settings, "depth": depth, "queries_sha256": _digest(queries), "chunk_size": self.chunk_size}
+        job = {**self.settings, "depth": depth, "queries_sha256": sha256_json(list(queries.items())),
+               "chunk_size": self.chunk_size}
         open_work([self.output], self.work, job, "retrieval")
         self._opened = True
         ranking: dict[str, list[tuple[str, float]]] = {}
