@@ -11,10 +11,12 @@ import contextlib
 import copy
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ance_ir.bootstrap import VERBOSE_ENV
@@ -204,23 +206,49 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])), **extra}
 
 
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (``kill``, a scheduler's time limit), raised where the job is: it unwinds as a Ctrl-C does, so
+    temporary files are removed and a resumable job says what it kept; the command exits 143, not 130. Like a
+    Ctrl-C it is raised between Python bytecodes: a long call into C (a faiss search, a collective) ends first."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises :class:`Terminated` (in the main thread; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: a handler set outside Python, which cannot be put back from here
+            signal.signal(signal.SIGTERM, previous)
+
+
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
     """Run ``main``; report :class:`InputError` and similar failures as one ``error:`` line and exit 2.
 
     Any other exception is a bug: one ``error:`` line naming its type and exit 1. With ``--debug`` the
-    traceback comes first.
+    traceback comes first. Ctrl-C exits 130 and SIGTERM 143, each after the job's own word on what it kept.
     """
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        code = main(argv)
+        with sigterm_as_interrupt():
+            code = main(argv)
     except CLI_ERRORS as e:
         if debug:
             traceback.print_exc()
         print(f"error: {error_message(e)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as e:  # a job that handled it says what it kept and how to go on
-        print(str(e) or "interrupted", file=sys.stderr)
-        sys.exit(130)
+        terminated = isinstance(e, Terminated)
+        print(str(e) or ("terminated" if terminated else "interrupted"), file=sys.stderr)
+        sys.exit(143 if terminated else 130)
     except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback with --debug
         if debug:
             traceback.print_exc()

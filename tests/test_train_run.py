@@ -19,6 +19,7 @@ import yaml
 from conftest import TOY_QRELS, TOY_TOPICS
 from safetensors.torch import load_file
 
+from ance_ir.cli import Terminated
 from ance_ir.data import InputError, iter_corpus, read_groups
 from ance_ir.modeling import DenseEncoder
 from ance_ir.plot import plot_runs
@@ -345,7 +346,8 @@ def test_kill_9_then_resume_completes_the_same_way(toy, tmp_path):
     assert events(run.root, "resume")[0]["step"] == reached
 
 
-def test_ctrl_c_saves_a_checkpoint_and_stops(toy, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_saves_a_checkpoint_and_stops(toy, tmp_path, sig):
     output = tmp_path / "run"
     config = toy_config(toy, output, max_steps=100_000, refresh_every=0, negatives="random", eval_topics=None,
                         eval_qrels=None, save_every=5, log_every=50)
@@ -353,13 +355,14 @@ def test_ctrl_c_saves_a_checkpoint_and_stops(toy, tmp_path):
 
     def press_ctrl_c():
         _wait_for(lambda: (checkpoints / "step-00000005").is_dir(), what="step 5")
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), sig)
 
     presser = threading.Thread(target=press_ctrl_c, daemon=True)
     presser.start()
-    with pytest.raises(KeyboardInterrupt, match="interrupted at step .*; rerun the same command to resume"):
+    with pytest.raises(KeyboardInterrupt, match="interrupted at step .*; rerun the same command to resume") as e:
         train(config)
     presser.join()
+    assert isinstance(e.value, Terminated) == (sig == signal.SIGTERM)  # run_cli: exit 143, not 130
     stopped = events(output, "interrupted")[0]["step"]
     assert 5 <= stopped < 100_000
     assert step_of(list_checkpoints(RunDir(output))[-1]) == stopped

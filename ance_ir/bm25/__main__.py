@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.output} already exists; pass --force to replace it")
         try:
             out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli.Terminated): the same kind goes on
             kept = "the index it replaces is kept" if Path(args.output).exists() else "nothing was written"
-            raise KeyboardInterrupt(f"interrupted: {kept}; a rerun builds the index from the start") from None
+            raise type(e)(f"interrupted: {kept}; a rerun builds the index from the start") from None
         print(f"wrote Lucene index {out}", file=sys.stderr)
         return 0
 

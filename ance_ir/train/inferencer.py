@@ -15,7 +15,6 @@ starts it by itself in ``refresh_mode: async``.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -91,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between looks for a new checkpoint")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the run's inferencer_device/device)")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the trainer's terminate(): temporary files cleaned up
     serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)
     return 0
 

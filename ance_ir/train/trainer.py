@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from ance_ir.cli import check_output
+from ance_ir.cli import Terminated, check_output
 from ance_ir.data import atomic_directory, output_lock
 from ance_ir.modeling.kinds import load_model
 from ance_ir.modeling.resolve import require_local_model
@@ -158,6 +158,7 @@ class Trainer:
             self.model = load_model(source, model.kind, **model.overrides())
         self.model.to(self.device)
         self._interrupted = False
+        self._stop_signal = signal.SIGINT  # the first Ctrl-C or SIGTERM: the kind of interruption raised
         context = TaskContext(config, self.data, self.run, self.dist, self.device, self.log,
                               lambda: self._interrupted)
         self.task = build_task(context, self.model)
@@ -289,11 +290,11 @@ class Trainer:
 
         def handler(signum: int, frame: Any) -> None:
             if self._interrupted:
-                raise KeyboardInterrupt
-            self._interrupted = True
+                raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+            self._interrupted, self._stop_signal = True, signum
             if self.dist.is_main:
                 doing = next((what for hook in self.hooks if (what := hook.busy())), "this step")
-                _say(f"stopping after {doing} with a checkpoint (press Ctrl-C again to quit at once)")
+                _say(f"stopping after {doing} with a checkpoint (a second Ctrl-C or SIGTERM quits at once)")
 
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
@@ -417,8 +418,9 @@ class Trainer:
         for hook in self.hooks:
             hook.stop()
         self.log.write({"event": "interrupted", "step": self.step})
-        raise KeyboardInterrupt(f"interrupted at step {self.step}; checkpoint saved; rerun the same command to resume"
-                                if self.dist.is_main else "")
+        interruption = Terminated if self._stop_signal == signal.SIGTERM else KeyboardInterrupt
+        raise interruption(f"interrupted at step {self.step}; checkpoint saved; rerun the same command to resume"
+                           if self.dist.is_main else "")
 
     def _finish(self) -> Path:
         """Let the hooks finish (e.g. refresh the last checkpoint), then write the model to ``final/``."""

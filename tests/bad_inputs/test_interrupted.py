@@ -1,7 +1,8 @@
-"""One writer per output, resumes that refuse changed settings, and what a ``kill -9`` leaves is cleaned up.
+"""One writer per output, resumes that refuse changed settings, what a ``kill -9`` leaves is cleaned up, and a
+SIGTERM stops a job as Ctrl-C does.
 
 The killed runs are real processes (``python -m ance_ir.encode`` / ``ance_ir.bm25 index``) killed with
-SIGKILL once their first temporary output is on disk.
+SIGKILL (or sent SIGTERM) once their first temporary output is on disk.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,19 +42,27 @@ def _cli_error(main, argv: list[str], capfd) -> str:
     return err[0]
 
 
-def _kill_when(cmd: list[str], ready, timeout: float = 120) -> None:
-    """Start ``cmd``, SIGKILL it as soon as ``ready()`` is true; fail if it finishes first."""
+def _kill_when(cmd: list[str], ready, timeout: float = 120, sig: int = signal.SIGKILL) -> tuple[int, str]:
+    """Start ``cmd``, send it ``sig`` as soon as ``ready()`` is true (fail if it finishes first); its exit code and
+    stderr."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.monotonic() + timeout
-    try:
-        while not ready():
-            assert proc.poll() is None, "finished before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    with tempfile.TemporaryFile("w+") as err:  # not a pipe: a full one would stall the process before ready()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        deadline = time.monotonic() + timeout
+        try:
+            while not ready():
+                assert proc.poll() is None, "finished before it could be killed"
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        finally:
+            proc.send_signal(sig)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:  # it ignored the signal: fail, and leave nothing running
+                proc.kill()
+                raise
+        err.seek(0)
+        return proc.returncode, err.read()
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -72,13 +82,19 @@ def test_a_second_encode_into_a_locked_output_stops_at_once(tmp_path, capfd):
     assert _leftovers(tmp_path) == []
 
 
-def test_killed_encode_resumes_only_with_the_same_precision(tmp_path, capfd):
+def _encode_job(tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """``encode``'s flags for 1,000 passages in chunks of 50 (slow enough to be stopped mid-way), its output and
+    work folder."""
     model = make_tiny_bert(tmp_path / "model")
     corpus = _corpus(tmp_path / "c.jsonl", 1000)
     output = tmp_path / "index"
-    work = tmp_path / "index.partial"
     argv = ["--corpus", str(corpus), "--encoder", str(model), "--output", str(output), "--device", "cpu",
             "--chunk-size", "50", "--batch-size", "4", "--threads", "1", "--quiet"]
+    return argv, output, tmp_path / "index.partial"
+
+
+def test_killed_encode_resumes_only_with_the_same_precision(tmp_path, capfd):
+    argv, output, work = _encode_job(tmp_path)
     _kill_when([sys.executable, "-m", "ance_ir.encode", *argv, "--precision", "fp32"],
                lambda: (work / "chunk-00001.npy").is_file())
     assert work.is_dir() and not output.exists()
@@ -95,6 +111,40 @@ def test_killed_encode_resumes_only_with_the_same_precision(tmp_path, capfd):
     assert done.value.code == 0
     assert "reused" in capfd.readouterr().err
     assert output.is_dir() and _leftovers(tmp_path) == []
+
+
+def test_sigterm_stops_encode_as_ctrl_c_does_and_the_rerun_resumes(tmp_path, capfd):
+    argv, output, work = _encode_job(tmp_path)
+    code, err = _kill_when([sys.executable, "-m", "ance_ir.encode", *argv],
+                           lambda: (work / "chunk-00001.npy").is_file(), sig=signal.SIGTERM)
+    last = err.strip().splitlines()[-1]
+    assert code == 143, err
+    assert last.startswith("interrupted: ") and last.endswith(f"passages encoded are kept in {work}; rerun the "
+                                                              "same command to resume"), err
+    assert not output.exists() and _leftovers(tmp_path) == ["index.partial"]
+    assert not [p.name for p in work.iterdir() if p.name.startswith(".")]  # no chunk half-written
+
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_cli(encode_main, argv)
+    assert done.value.code == 0
+    assert "reused" in capfd.readouterr().err
+    assert output.is_dir() and _leftovers(tmp_path) == []
+
+
+def test_sigterm_without_a_job_of_its_own_to_report_exits_143():
+    code = ("import os, signal, time; from ance_ir.cli import run_cli; "
+            "run_cli(lambda argv: os.kill(os.getpid(), signal.SIGTERM) or time.sleep(30))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (done.returncode, done.stderr) == (143, "terminated\n")
+
+
+def test_run_cli_gives_the_callers_sigterm_handler_back():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        run_cli(lambda argv: None)
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_killed_bm25_index_leaves_nothing_after_the_next_build(tmp_path):
