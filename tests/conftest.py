@@ -3,6 +3,7 @@ CLIs (in this process or as ``python -m``) with the one-line refusal every bad i
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -59,6 +60,13 @@ def load_sections(path: Path, settings: dict):
 
     path.write_text(yaml.safe_dump(settings))
     return build_config(path, {})
+
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal: what tqdm draws there (bars shown on a terminal only) is kept."""
+
+    def isatty(self) -> bool:
+        return True
 
 
 def run_module(*args: str) -> subprocess.CompletedProcess:

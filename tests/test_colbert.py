@@ -4,16 +4,26 @@ the CLIs' bad inputs."""
 
 from __future__ import annotations
 
+import io
 import math
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_module, toy_sections, write_toy_collection
+from conftest import (
+    TOY_PASSAGES,
+    TOY_TOPICS,
+    Terminal,
+    assert_refused,
+    run_module,
+    toy_sections,
+    write_toy_collection,
+)
 
 from ance_ir.data import InputError, read_run
 from ance_ir.index.compress import compress_index, decompress, pack, unpack
@@ -186,6 +196,17 @@ def token_index(saved, collection, tmp_path_factory) -> Path:
                       "--output", str(output), "--chunk-size", "3", "--quiet")
     assert done.returncode == 0, done.stderr
     return output
+
+
+def test_encoding_a_token_index_moves_a_bar_per_batch_on_a_terminal(saved, collection, tmp_path, monkeypatch):
+    from ance_ir.encode.token_encoder import encode_tokens
+
+    for stderr in (Terminal(), io.StringIO()):  # a terminal, a log file
+        monkeypatch.setattr(sys, "stderr", stderr)
+        encode_tokens(collection / "corpus.jsonl", load_model(saved), tmp_path / f"index-{stderr.isatty()}",
+                      encoder_name=str(saved), batch_size=1, chunk_size=len(TOY_PASSAGES))
+        bar = f"encode passages:   0%|          | 0/{len(TOY_PASSAGES)}"  # within the chunk
+        assert (bar in stderr.getvalue()) == stderr.isatty()  # in a log file every redraw would be a new line
 
 
 def test_encode_writes_a_token_index_of_the_kept_tokens(saved, collection, token_index):

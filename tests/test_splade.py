@@ -3,15 +3,17 @@ the JsonVectorCollection check, resuming, and bad inputs."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_PASSAGES, TOY_TOPICS, assert_refused, run_main, write_toy_collection
+from conftest import TOY_PASSAGES, TOY_TOPICS, Terminal, assert_refused, run_main, write_toy_collection
 
 from ance_ir.encode.__main__ import main as encode_main
 from ance_ir.index.impact import COLLECTION, check_vector_collection, read_meta
@@ -33,6 +35,18 @@ def index(model, toy_bert, tmp_path_factory) -> Path:
     encode_impacts(root / "corpus.jsonl", model, root / "index", encoder_name=str(toy_bert), chunk_size=3,
                    show_progress=False)
     return root / "index"
+
+
+def test_encoding_an_impact_index_moves_a_bar_per_batch_on_a_terminal(model, toy_bert, tmp_path, monkeypatch):
+    from ance_ir.encode.impact_encoder import encode_impacts
+
+    root = write_toy_collection(tmp_path)
+    for stderr in (Terminal(), io.StringIO()):  # a terminal, a log file
+        monkeypatch.setattr(sys, "stderr", stderr)
+        encode_impacts(root / "corpus.jsonl", model, root / f"index-{stderr.isatty()}", encoder_name=str(toy_bert),
+                       batch_size=1, chunk_size=len(TOY_PASSAGES))
+        bar = f"encode:   0%|          | 0/{len(TOY_PASSAGES)}"  # within the chunk
+        assert (bar in stderr.getvalue()) == stderr.isatty()  # in a log file every redraw would be a new line
 
 
 def test_weights_are_max_over_tokens_of_log1p_relu(model):

@@ -27,7 +27,7 @@ from ance_ir.index.impact import (
     folder_bytes,
     vector_line,
 )
-from ance_ir.modeling.inference import model_precision
+from ance_ir.modeling.inference import model_precision, nested_progress
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
                 if part.is_file():
                     tally.reuse(_check_part(part, [p.docid for p in chunk], work))
                 else:
-                    weights = model.encode_passages([p.text for p in chunk], batch_size=batch_size)
+                    weights = model.encode_passages([p.text for p in chunk], batch_size=batch_size,
+                                                    show_progress=nested_progress(show_progress))
                     record_job(work, job)
                     with atomic_write(part) as f:
                         f.writelines(vector_line(p.docid, p.text, quantize(w, scale))

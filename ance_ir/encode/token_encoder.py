@@ -40,14 +40,14 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
     total = count_passages(corpus)
-    from ance_ir.modeling import model_precision
+    from ance_ir.modeling.inference import model_precision, nested_progress
 
     job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
            "kind": model.kind, "encoder_config": model.settings, "shard": None, "chunk_size": chunk_size,
            "batch_size": batch_size, "precision": model_precision(model)}
 
     def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        vectors = model.encode_passages(texts, batch_size=batch_size)
+        vectors = model.encode_passages(texts, batch_size=batch_size, show_progress=nested_progress(show_progress))
         return (np.concatenate(vectors).astype(np.float16),
                 np.array([len(v) for v in vectors], dtype=np.int32))
 

@@ -23,12 +23,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, save_transformer
-from ance_ir.modeling.inference import evaluating
+from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -181,8 +180,7 @@ class ColBERT(torch.nn.Module):
         """Query token vectors as float32 ``[N, query_max_length, dim]``, in input order."""
         out = np.empty((len(texts), self.query_max_length, self.dim), dtype=np.float32)
         with evaluating(self, precision) as model:
-            for start in tqdm(range(0, len(texts), batch_size), desc="encode queries", unit="batch",
-                              disable=not show_progress):
+            for start in batch_bar(range(0, len(texts), batch_size), "encode queries", show_progress):
                 batch = model.tokenize_queries(texts[start:start + batch_size])
                 out[start:start + batch_size] = model.embed_queries(batch).float().cpu().numpy()
         return out
@@ -198,8 +196,7 @@ class ColBERT(torch.nn.Module):
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         out: list[np.ndarray] = [np.empty((0, self.dim), np.float32)] * len(texts)
         with evaluating(self, precision) as model:
-            for start in tqdm(range(0, len(order), batch_size), desc="encode passages", unit="batch",
-                              disable=not show_progress):
+            for start in batch_bar(range(0, len(order), batch_size), "encode passages", show_progress):
                 rows = order[start:start + batch_size]
                 vectors, mask = model.embed_passages(model.tokenize_passages([texts[i] for i in rows]))
                 vectors, mask = vectors.float().cpu().numpy(), mask.cpu().numpy()

@@ -29,12 +29,11 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, save_transformer
-from ance_ir.modeling.inference import evaluating
+from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -187,8 +186,7 @@ class DeepCT(torch.nn.Module):
         order = sorted(range(len(windows)), key=lambda k: -len(windows[k][2]))
         out: list[dict[str, float]] = [{} for _ in texts]
         with evaluating(self, precision) as model:
-            for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch",
-                              disable=not show_progress):
+            for start in batch_bar(range(0, len(order), batch_size), "encode", show_progress):
                 chosen = [windows[k] for k in order[start:start + batch_size]]
                 scores = model.word_scores(*model.tokenize([w for _, _, w in chosen])).float().cpu()
                 for (row, i, window), values in zip(chosen, scores.tolist(), strict=True):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,14 +12,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
-from ance_ir.modeling.inference import running
+from ance_ir.modeling.inference import batch_bar, nested_progress, running
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 from ance_ir.modeling.sentence_transformers_files import write_sentence_transformers_files
@@ -309,9 +307,7 @@ class DenseEncoder(torch.nn.Module):
         out = np.empty((len(texts), *self._vector_shape(side)), dtype=np.float32)
         windows = range(0, len(texts), _WINDOW)
         batches = sum(-(-min(_WINDOW, len(texts) - start) // batch_size) for start in windows)
-        # a terminal only (disable=None): in a log file every redraw of a nested bar is a new line
-        bar = tqdm(total=batches, desc=f"encode {side}s", unit="batch", disable=None if show_progress else True,
-                   leave=False, file=sys.stderr)
+        bar = batch_bar(range(batches), f"encode {side}s", nested_progress(show_progress))  # under encode's bar
         was_training = self.training
         self.eval()
         try:

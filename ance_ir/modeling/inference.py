@@ -15,15 +15,17 @@ import copy
 import sys
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
+from tqdm import tqdm
 
 if TYPE_CHECKING:
     from ance_ir.modeling.encoder import DenseEncoder
 
+T = TypeVar("T")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # encoder -> (parameter versions when quantised, int8 copy); a training step bumps the versions
@@ -149,3 +151,15 @@ def evaluating(model: torch.nn.Module, precision: str | None) -> Iterator[torch.
             yield running_model
     finally:
         model.train(was_training)
+
+
+def batch_bar(batches: Iterable[T], desc: str, show_progress: bool) -> tqdm[T]:
+    """``batches`` behind a model call's progress bar (shown with ``show_progress``, cleared once done). A caller
+    that runs the call under a bar of its own (``encode``'s chunks) shows it on a terminal only
+    (:func:`nested_progress`): in a log file each redraw of a nested bar is a new line."""
+    return tqdm(batches, desc=desc, unit="batch", disable=not show_progress, leave=False, file=sys.stderr)
+
+
+def nested_progress(show_progress: bool) -> bool:
+    """Whether a bar under a caller's bar is shown: with ``show_progress``, on a terminal only."""
+    return show_progress and sys.stderr.isatty()

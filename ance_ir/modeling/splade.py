@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import quiet_transformers, save_transformer
-from ance_ir.modeling.inference import evaluating
+from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -141,8 +140,7 @@ class Splade(torch.nn.Module):
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         out: list[dict[str, float]] = [{} for _ in texts]
         with evaluating(self, precision) as model:
-            for start in tqdm(range(0, len(order), batch_size), desc="encode", unit="batch",
-                              disable=not show_progress):
+            for start in batch_bar(range(0, len(order), batch_size), "encode", show_progress):
                 rows = order[start:start + batch_size]
                 weights = model.embed(model.tokenize([texts[i] for i in rows], max_length)).cpu()
                 for row, w in zip(rows, weights, strict=True):
