@@ -11,8 +11,9 @@ a) * reranker``, both min-max normalised per query as ``ance_ir.fusion --normali
 reranker's lowest score, the fusion's min-score fill; 100 hits written), as ``ance_ir.fusion --method interpolation
 --normalization --hits 100`` fuses the two runs (at K = 100 the same run). Prints, per reranked run, the nDCG@10 of
 every cell (each chosen on the test topics themselves: an upper bound), then the cells chosen by 5-fold
-cross-validation over the judged topics (each fifth scored with the (K, a) best on the other four fifths, folds dealt
-as ``ance_ir.fusion --folds`` deals them) and the paired t-test of that run against the first stage.
+cross-validation over the judged topics (each fifth scored with the (K, a) best on the other four fifths:
+``ance_ir.fusion.tune.fold_choices``, as ``ance_ir.fusion --folds`` chooses its weight) and the paired t-test of
+that run against the first stage.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ance_ir.data import Run, read_run
 from ance_ir.datasets import resolve_qrels
 from ance_ir.eval import evaluate_per_query
 from ance_ir.fusion.fuse import interpolate
+from ance_ir.fusion.tune import fold_choices
 
 DEPTHS = (10, 15, 20, 30, 50, 100)
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -68,18 +70,13 @@ def main() -> None:
         print("| --- |" + " --- |" * len(WEIGHTS))
         for k in DEPTHS:
             print(f"| {k} | " + " | ".join(f"{statistics.fmean(cells[k, a].values()):.4f}" for a in WEIGHTS) + " |")
-        chosen, scored = [], {}
-        for fold in (qids[i::FOLDS] for i in range(FOLDS)):
-            held = set(fold)
-            best = max(cells, key=lambda c: (statistics.fmean(v for q, v in cells[c].items() if q not in held),
-                                             -c[0], -c[1]))
-            chosen.append(best)
-            scored |= {q: cells[best][q] for q in fold}
+        choices = fold_choices(cells, qids, FOLDS)
+        scored = {q: cells[cell][q] for fold, cell in choices for q in fold}
         diff = statistics.fmean(scored[q] for q in qids) - statistics.fmean(base[q] for q in qids)
         better = sum(scored[q] > base[q] for q in qids)
         worse = sum(scored[q] < base[q] for q in qids)
         p = stats.ttest_rel([scored[q] for q in qids], [base[q] for q in qids]).pvalue
-        folds = " ".join(f"({k}, {a:g})" for k, a in chosen)
+        folds = " ".join(f"({k}, {a:g})" for _, (k, a) in choices)
         print(f"\n5-fold CV: cells {folds}: nDCG@10 {statistics.fmean(scored.values()):.4f}, {diff:+.4f} over the "
               f"first stage ({better} topics better, {worse} worse, t-test p {p:.3g})")
 

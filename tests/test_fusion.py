@@ -225,10 +225,25 @@ def test_cross_validation_tunes_each_fold_on_the_others():
     # over all six, alpha 1 is right on four (q4 is right either way)
     assert tuned.fold_alphas == [0.0, 1.0] and tuned.unjudged_alpha == 1.0
     assert [d for d, _ in tuned.run["u"]] == ["y", "x"] and [d for d, _ in tuned.run["q5"]] == ["good", "bad"]
+    empty = cross_validated_interpolation({**first, "q6": []}, {**second, "q6": []}, {**qrels, "q6": {"good": 1}},
+                                          folds=2, alphas=(0.0, 1.0))  # q6 judged, retrieved by neither run
+    assert empty.fold_alphas == [0.0, 1.0] and empty.run["q6"] == []
     with pytest.raises(ValueError, match="at least 5 judged queries"):
         cross_validated_interpolation(first, second, qrels, folds=5)
     with pytest.raises(ValueError, match="at least 2 folds"):  # one fold would tune on no query at all
         cross_validated_interpolation(first, second, qrels, folds=1)
+
+
+def test_fold_choices_give_each_fold_the_cell_best_on_the_others():
+    from ance_ir.fusion.tune import best_on, fold_choices
+
+    # (depth, alpha) cells: (15, 0.2) is best on q1 and q3, (50, 0.6) on q0 and q2; (10, 0.5) ties (15, 0.2)
+    cells = {(50, 0.6): {"q0": 1.0, "q1": 0.0, "q2": 1.0, "q3": 0.0},
+             (15, 0.2): {"q0": 0.0, "q1": 1.0, "q2": 0.0, "q3": 1.0},
+             (10, 0.5): {"q0": 0.0, "q1": 1.0, "q2": 0.0, "q3": 1.0}}
+    assert fold_choices(cells, ["q3", "q2", "q1", "q0"], 2) == [(["q0", "q2"], (10, 0.5)), (["q1", "q3"], (50, 0.6))]
+    assert best_on(cells, ["q0", "q1", "q2", "q3"]) == (10, 0.5)  # a three-way tie: the smallest cell
+    assert best_on(cells, ["q0", "q2", "q9"]) == (50, 0.6)  # q9: judged, retrieved by no run, so no value
 
 
 def test_cli_cross_validation_and_its_errors(tmp_path, capsys):
