@@ -1,4 +1,5 @@
-"""Resumable chunked jobs (encode, impact encode, doc2query expansion, the negatives' candidate retrieval).
+"""Resumable chunked jobs (encode, impact encode, doc2query expansion, the negatives' candidate retrieval,
+rerank's pair scoring).
 
 A job writing ``OUTPUT`` keeps each finished chunk in a work folder beside it, ``OUTPUT.partial``, with
 ``job.json``: the settings that decide the output. A rerun reuses the finished chunks only when its settings are

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -27,7 +26,7 @@ from transformers import (
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, quiet_transformers, save_transformer
-from ance_ir.modeling.inference import running
+from ance_ir.modeling.inference import batch_bar, running
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 from ance_ir.modeling.tokenize import tokenize_in_threads
@@ -173,7 +172,7 @@ class CrossEncoder(torch.nn.Module):
             with running(self, precision or self.inference_precision) as model:
                 starts = range(0, len(order), batch_size)
                 scores = [model(model.collate(encoded, order[start:start + batch_size]))
-                          for start in tqdm(starts, desc="score pairs", unit="batch", disable=not show_progress)]
+                          for start in batch_bar(starts, "score pairs", show_progress)]
         finally:
             self.train(was_training)
         out = np.empty(len(lengths), dtype=np.float32)

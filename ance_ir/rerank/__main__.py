@@ -3,11 +3,13 @@
     python -m ance_ir.rerank --run runs/rag24/bm25.test.trec.gz --topics rag24-mini-test --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --depth 100 --output runs/bm25.ce.trec
 
-Each query's top ``--depth`` hits are scored by the model (``[CLS] query [SEP] passage``) and ordered by that
-score; the hits below ``--depth`` keep their first-stage order beneath them (scored below the lowest reranked
-hit), and ``--hits`` of them are written per query. Pairs of all queries run together, longest first, in
-batches padded to their own longest. When the topics have known qrels (or ``--qrels`` is given), the metrics
-are printed.
+Each query's top ``--depth`` hits are scored by the model (``[CLS] query [SEP] passage``) and ordered by that score;
+the hits below ``--depth`` keep their first-stage order beneath them (scored below the lowest reranked hit), and
+``--hits`` of them are written per query. The pairs of all queries run together, ``--chunk-size`` at a time, longest
+first, in batches padded to their own longest. When the topics have known qrels (or ``--qrels`` is given), the
+metrics are printed. The scores are kept in chunks of ``--chunk-size`` pairs in ``OUTPUT.partial`` until the output
+is written: an interrupted run (Ctrl-C, SIGTERM, a kill) rerun with the same command scores only the pairs it had
+not reached (:mod:`ance_ir.rerank.resume`).
 
 With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``python -m ance_ir.negatives``
 writes them): every passage gets the model's score as its ``score``, the teacher score that training with
@@ -16,16 +18,17 @@ writes them): every passage gets the model's score as its ``score``, the teacher
     python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --output train-runs/bm25-groups.ce.jsonl.gz
 
-The model is a cross-encoder saved by ance-ir (``task: cross-encoder`` training, its run folder or ``final/``),
-a Hugging Face sequence-classification checkpoint with one label (``cross-encoder/ms-marco-MiniLM-L-6-v2``), or
-a poly-encoder (``task: poly-encoder``), or a ColBERT model (``task: colbert``: each distinct query and passage is
-then encoded once and every pair scored by MaxSim): the kind its folder records decides (``--max-length`` is a
-cross-encoder setting).
+The model is a cross-encoder saved by ance-ir (``task: cross-encoder`` training, its run folder or ``final/``), a
+Hugging Face sequence-classification checkpoint with one label (``cross-encoder/ms-marco-MiniLM-L-6-v2``), or a
+poly-encoder (``task: poly-encoder``), or a ColBERT model (``task: colbert``: each distinct query and passage of a
+chunk is then encoded once and every pair scored by MaxSim): the kind its folder records decides (``--max-length``
+is a cross-encoder setting).
 """
 
 from __future__ import annotations
 
 import sys
+from argparse import Namespace
 from pathlib import Path
 
 from ance_ir.cli import (
@@ -38,7 +41,7 @@ from ance_ir.cli import (
     positive_int,
     run_cli,
 )
-from ance_ir.data import check_run_tag
+from ance_ir.data import check_run_tag, output_lock
 from ance_ir.train.settings import INFERENCE_PRECISIONS
 
 
@@ -58,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                              "beneath them (default 100)")
     parser.add_argument("--hits", type=int, help="hits written per query (default 1000)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="pairs per forward pass (default 32)")
+    parser.add_argument("--chunk-size", type=positive_int, default=10_000,
+                        help="pairs scored and kept together in OUTPUT.partial, from which an interrupted run "
+                             "resumes; ColBERT and the poly-encoder encode a passage once per chunk it is in, so "
+                             "larger chunks encode less (default 10000)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
                         help="auto (bf16 where the hardware computes it natively; else fp32, int8 for a "
                              "poly-encoder), fp32, bf16, fp16 (CUDA) or int8 (CPU, lossy) (default auto)")
@@ -84,13 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem.removesuffix(".trec"))
     load_cli_plugins(args.imports)
+    with output_lock(args.output):  # one writer, refused at once; the temporaries of a killed run are ours
+        return _rerank(args)
 
+
+def _rerank(args: Namespace) -> int:
     import torch
 
     from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.modeling.inference import check_precision, resolve_device
+    from ance_ir.modeling.resolve import resolve_model_path
     from ance_ir.rerank import check_run, group_passages, load_reranker, passages_for, rerank, score_groups
+    from ance_ir.rerank.resume import ChunkedScorer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -105,19 +118,24 @@ def main(argv: list[str] | None = None) -> int:
         qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
     model = load_reranker(args.model, **({"max_length": args.max_length} if args.max_length else {}))
     model.to(device)
+    resolved = resolve_model_path(args.model)
+    settings = {"model": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved, "kind": model.kind,
+                "max_length": getattr(model, "max_length", None), "device": device.type}
+    scorer = ChunkedScorer(model, args.output, settings, args.chunk_size)
     if args.groups:
         passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
-        scored = score_groups(groups, passages, model, batch_size=args.batch_size, precision=args.precision,
-                              show_progress=not args.quiet)
-        write_groups(args.output, scored)
+        with scorer:
+            scored = score_groups(groups, passages, scorer, batch_size=args.batch_size, precision=args.precision,
+                                  show_progress=not args.quiet)
+            write_groups(args.output, scored)
         pairs = sum(len(g.positives) + len(g.negatives) for g in scored)
         print(f"wrote {args.output}: {len(scored)} groups, {pairs} (query, passage) pairs scored", file=sys.stderr)
         return 0
     passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
-    run = rerank(first_stage, topics, passages, model, args.depth, batch_size=args.batch_size,
-                 precision=args.precision, show_progress=not args.quiet)
-    run = truncate(run, args.hits)
-    write_run(run, args.output, tag=args.run_tag)
+    with scorer:
+        run = truncate(rerank(first_stage, topics, passages, scorer, args.depth, batch_size=args.batch_size,
+                              precision=args.precision, show_progress=not args.quiet), args.hits)
+        write_run(run, args.output, tag=args.run_tag)
     pairs = sum(min(len(r), args.depth) for r in first_stage.values())
     print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked", file=sys.stderr)
     if qrels:

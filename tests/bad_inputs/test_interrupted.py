@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -145,6 +146,49 @@ def test_run_cli_gives_the_callers_sigterm_handler_back():
     with pytest.raises(SystemExit):
         run_cli(lambda argv: None)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sigterm_stops_rerank_and_the_rerun_scores_only_what_was_left(tmp_path, capfd):
+    from ance_ir.data import write_run
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.rerank.__main__ import main as rerank_main
+
+    model = tmp_path / "cross-encoder"
+    load_model(make_tiny_bert(tmp_path / "bert"), "cross-encoder").save_pretrained(model)
+    corpus = _corpus(tmp_path / "c.jsonl", 8)
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"q{i}\t{' '.join(WORDS[i % 9:i % 9 + 4])} {i}\n" for i in range(600)))
+    first = tmp_path / "first.trec"
+    write_run({f"q{i}": [(f"d{j}", 8.0 - j) for j in range(8)] for i in range(600)}, first)
+    argv = ["--run", str(first), "--topics", str(topics), "--corpus", str(corpus), "--model", str(model),
+            "--chunk-size", "8", "--batch-size", "4", "--precision", "fp32", "--threads", "1", "--quiet"]
+    straight = tmp_path / "straight.trec"
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_cli(rerank_main, [*argv, "--output", str(straight)])
+    assert done.value.code == 0 and not (tmp_path / "straight.trec.partial").exists()
+
+    output, work = tmp_path / "reranked.trec", tmp_path / "reranked.trec.partial"
+    code, err = _kill_when([sys.executable, "-m", "ance_ir.rerank", *argv, "--output", str(output)],
+                           lambda: (work / "scores-00001.npy").is_file(), sig=signal.SIGTERM)
+    assert code == 143, err
+    kept = re.fullmatch(rf"interrupted: (\d+) of 4800 pairs scored are kept in {re.escape(str(work))}; rerun the "
+                        "same command to resume", err.strip().splitlines()[-1])
+    assert kept and int(kept[1]) >= 16, err
+    assert not output.exists()
+    line = _cli_error(rerank_main, [*argv, "--output", str(output), "--batch-size", "8"], capfd)
+    assert line.startswith(f"error: {work}: holds an unfinished reranking with a different batch_size (4, now 8)")
+    with output_lock(output):  # another writer: refused before the model is loaded
+        line = _cli_error(rerank_main, [*argv, "--output", str(output), "--model", str(tmp_path / "gone")], capfd)
+        assert line.startswith(f"error: {output}: another process (pid {os.getpid()}) is writing this output")
+
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as done:
+        run_cli(rerank_main, [*argv, "--output", str(output)])
+    assert done.value.code == 0
+    assert f"reused {kept[1]} of 4800 pairs already scored in {work}" in capfd.readouterr().err  # every kept chunk
+    assert output.read_bytes() == straight.read_bytes().replace(b"straight", b"reranked")  # the run tag
+    assert _leftovers(tmp_path) == []
 
 
 def test_killed_bm25_index_leaves_nothing_after_the_next_build(tmp_path):
