@@ -212,6 +212,11 @@ class Terminated(KeyboardInterrupt):
     Ctrl-C it is raised between Python bytecodes: a long call into C (a faiss search, a collective) ends first."""
 
 
+def interruption(signum: int | None) -> type[KeyboardInterrupt]:
+    """What a job stopped by ``signum`` raises: :class:`Terminated` for SIGTERM, else ``KeyboardInterrupt``."""
+    return Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated
 

@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from ance_ir.cli import Terminated, check_output
+from ance_ir.cli import check_output, interruption
 from ance_ir.data import atomic_directory, output_lock
 from ance_ir.modeling.kinds import load_model
 from ance_ir.modeling.resolve import require_local_model
@@ -157,8 +157,7 @@ class Trainer:
                 source = model.name
             self.model = load_model(source, model.kind, **model.overrides())
         self.model.to(self.device)
-        self._interrupted = False
-        self._stop_signal = signal.SIGINT  # the first Ctrl-C or SIGTERM: the kind of interruption raised
+        self._stop_signal: int | None = None  # the first Ctrl-C or SIGTERM, once one came
         context = TaskContext(config, self.data, self.run, self.dist, self.device, self.log,
                               lambda: self._interrupted)
         self.task = build_task(context, self.model)
@@ -283,6 +282,10 @@ class Trainer:
             for hook in self.hooks:
                 hook.stop()
 
+    @property
+    def _interrupted(self) -> bool:
+        return self._stop_signal is not None
+
     def _catch_signals(self) -> Any:
         """First Ctrl-C (or SIGTERM): stop at the next step boundary with a checkpoint. Second: quit now."""
         if threading.current_thread() is not threading.main_thread():
@@ -290,8 +293,8 @@ class Trainer:
 
         def handler(signum: int, frame: Any) -> None:
             if self._interrupted:
-                raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
-            self._interrupted, self._stop_signal = True, signum
+                raise interruption(signum)
+            self._stop_signal = signum
             if self.dist.is_main:
                 doing = next((what for hook in self.hooks if (what := hook.busy())), "this step")
                 _say(f"stopping after {doing} with a checkpoint (a second Ctrl-C or SIGTERM quits at once)")
@@ -418,9 +421,8 @@ class Trainer:
         for hook in self.hooks:
             hook.stop()
         self.log.write({"event": "interrupted", "step": self.step})
-        interruption = Terminated if self._stop_signal == signal.SIGTERM else KeyboardInterrupt
-        raise interruption(f"interrupted at step {self.step}; checkpoint saved; rerun the same command to resume"
-                           if self.dist.is_main else "")
+        message = f"interrupted at step {self.step}; checkpoint saved; rerun the same command to resume"
+        raise interruption(self._stop_signal)(message if self.dist.is_main else "")
 
     def _finish(self) -> Path:
         """Let the hooks finish (e.g. refresh the last checkpoint), then write the model to ``final/``."""
