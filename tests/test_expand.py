@@ -68,8 +68,10 @@ def test_a_stopped_run_resumes_to_the_same_bytes_and_refuses_other_settings(toy,
                          "--quiet", *settings, "--seed", "1", capsys=capsys)
     assert code == 2 and err.startswith(f"error: {work_folder(out)}: holds an unfinished expansion with a "
                                         "different sampling")
+    err = expand(corpus, generator_dir, out, *settings, "--stop-after-chunks", "1", capsys=capsys)
+    assert "reused 3 of 8 passages already expanded" in err and "stopped after 1 chunks" in err
     err = expand(corpus, generator_dir, out, *settings, capsys=capsys)
-    assert "reused 3 of 8 passages already expanded" in err and not work_folder(out).exists()
+    assert "reused 6 of 8 passages already expanded" in err and not work_folder(out).exists()
     straight = tmp_path / "straight.jsonl"
     expand(corpus, generator_dir, straight, *settings, capsys=capsys)
     assert out.read_bytes() == straight.read_bytes()

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
@@ -23,6 +23,7 @@ from ance_ir.data.errors import InputError
 
 JOB_FILE = "job.json"
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def work_folder(output: str | Path) -> Path:
@@ -38,33 +39,54 @@ def in_chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-class ChunkTally:
-    """The items (``unit``: passages, queries) of a chunked job finished so far, and those reused from an earlier
-    run's ``work`` folder.
+class StopChunks(Exception):
+    """Raised by a chunked job's ``compute`` to stop before that chunk, keeping those done (``expand``'s
+    ``stop_after``)."""
 
-    As a context manager around the job's loop: the first reused chunk is announced, a finished job that reused
-    any says how many, and a Ctrl-C inside says what ``work`` keeps and how to go on.
+
+class ChunkedJob(Generic[T, R]):
+    """The loop of a chunked job over its work folder ``work``: a chunk kept there is reused, any other one is
+    computed and kept (after ``job.json``), with a bar (``desc``, one ``bar_unit`` an item) over ``total`` items
+    (``unit``: passages, queries) and a count of those reused.
+
+    ``load(number, items)`` gives chunk ``number``'s kept result, or a mark that it is finished (True, a count) when
+    the job reads its chunks back later (None: not finished); ``compute(items)`` gives a new result and ``save(number,
+    items, result)`` keeps it (atomically). As a context manager around the loop: the first reused chunk is
+    announced, a job that finished or stopped (:class:`StopChunks`) after reusing any says how many, and a Ctrl-C
+    inside says what ``work`` keeps and how to go on.
     """
 
-    def __init__(self, work: Path, total: int, verb: str = "encoded", unit: str = "passages"):
-        self.work, self.total, self.verb, self.unit = work, total, verb, unit
+    def __init__(self, work: Path, job: dict[str, Any], total: int, desc: str, *,
+                 load: Callable[[int, list[T]], R | None], compute: Callable[[list[T]], R],
+                 save: Callable[[int, list[T], R], None], verb: str = "encoded", unit: str = "passages",
+                 bar_unit: str = "passage", show_progress: bool = True):
+        self.work, self.job, self.total, self.verb, self.unit = work, job, total, verb, unit
+        self.load, self.compute, self.save = load, compute, save
+        self.bar = tqdm(total=total, unit=bar_unit, desc=desc, disable=not show_progress, file=sys.stderr)
         self.done = self.reused = 0
 
-    def finished(self, count: int) -> None:
-        self.done += count
+    def chunk(self, number: int, items: list[T]) -> R:
+        """Chunk ``number`` of the job, ``items``: its kept result, else a new one, kept before it is returned."""
+        result = self.load(number, items)
+        if result is None:
+            result = self.compute(items)
+            _record_job(self.work, self.job)
+            self.save(number, items, result)
+        else:
+            if not self.reused:
+                tqdm.write(f"resuming from the chunks {self.verb} in {self.work}", file=sys.stderr)
+            self.reused += len(items)
+        self.done += len(items)
+        self.bar.update(len(items))
+        return result
 
-    def reuse(self, count: int) -> None:
-        if not self.reused:
-            tqdm.write(f"resuming from the chunks {self.verb} in {self.work}", file=sys.stderr)
-        self.reused += count
-        self.done += count
-
-    def __enter__(self) -> ChunkTally:
+    def __enter__(self) -> ChunkedJob[T, R]:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        if kind is None and self.reused:
+        self.bar.close()
+        if (kind is None or issubclass(kind, StopChunks)) and self.reused:
             print(f"reused {self.reused} of {self.total} {self.unit} already {self.verb} in {self.work}",
                   file=sys.stderr)
         elif kind is not None and issubclass(kind, KeyboardInterrupt) and not str(error):
@@ -73,7 +95,7 @@ class ChunkTally:
             raise type(error)(f"interrupted: {kept}") from None
 
 
-def record_job(work: Path, job: dict[str, Any]) -> None:
+def _record_job(work: Path, job: dict[str, Any]) -> None:
     """Write ``job.json`` into ``work`` (created if needed) unless it is there already."""
     path = work / JOB_FILE
     if not path.is_file():
@@ -89,8 +111,8 @@ def _check_job(work: Path, job: dict[str, Any], what: str) -> None:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
-    for key, value in job.items():
-        if key != "corpus" and recorded.get(key) != value:
+    for key, value in job.items():  # a key the record lacks was not recorded then (an older version): not checked
+        if key != "corpus" and key in recorded and recorded[key] != value:
             raise InputError(work, f"holds an unfinished {what} with a different {key} ({recorded.get(key)!r}, "
                                    f"now {value!r}); delete it or choose another --output")
 

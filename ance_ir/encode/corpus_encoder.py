@@ -13,7 +13,6 @@ each process encodes ``Shard(rank, world_size)`` (see :mod:`ance_ir.encode.distr
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -21,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
+    from ance_ir.data import Passage
     from ance_ir.modeling import DenseEncoder
 
 
@@ -101,10 +100,9 @@ def _finished_chunk(work: Path, number: int, docids: list[str], dim: int, per: i
     return True
 
 
-def _save_chunk(work: Path, job: dict[str, Any], number: int, vectors: np.ndarray, docids: list[str],
+def _save_chunk(work: Path, number: int, vectors: np.ndarray, docids: list[str],
                 lengths: np.ndarray | None = None) -> None:
     """Write a chunk: ids first, then the token counts (if any), the vectors last (what marks it finished)."""
-    record_job(work, job)
     vectors_path, docid_path = _chunk_paths(work, number)
     with atomic_write(docid_path) as f:
         f.writelines(f"{d}\n" for d in docids)
@@ -125,22 +123,21 @@ def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any
     (:func:`~ance_ir.data.resume.open_work`: a resumed job's settings checked).
     Returns the docids and the chunks' vector files, in corpus order.
     """
+    def load(number: int, chunk: list[Passage]) -> bool | None:
+        return _finished_chunk(work, number, [p.docid for p in chunk], dim, per, tokens) or None
+
+    def save(number: int, chunk: list[Passage], encoded: tuple[np.ndarray, np.ndarray | None]) -> None:
+        _save_chunk(work, number, encoded[0], [p.docid for p in chunk], encoded[1])
+
     docids: list[str] = []
     parts: list[Path] = []
     passages = islice(iter_corpus(corpus), positions.start, positions.stop)
-    with (ChunkTally(work, len(positions)) as tally,
-          tqdm(total=len(positions), unit="passage", desc=desc, disable=not show_progress, file=sys.stderr) as bar):
+    with ChunkedJob(work, job, len(positions), desc, load=load, compute=lambda chunk: encode([p.text for p in chunk]),
+                    save=save, show_progress=show_progress) as chunked:
         for number, chunk in enumerate(in_chunks(passages, chunk_size)):
-            chunk_ids = [p.docid for p in chunk]
-            if _finished_chunk(work, number, chunk_ids, dim, per, tokens):
-                tally.reuse(len(chunk))
-            else:
-                vectors, lengths = encode([p.text for p in chunk])
-                _save_chunk(work, job, number, vectors, chunk_ids, lengths)
-                tally.finished(len(chunk))
-            docids += chunk_ids
+            chunked.chunk(number, chunk)
+            docids += [p.docid for p in chunk]
             parts.append(_chunk_paths(work, number)[0])
-            bar.update(len(chunk))
     return docids, parts
 
 

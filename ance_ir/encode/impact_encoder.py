@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages
 from ance_ir.index.impact import (
     COLLECTION,
@@ -31,6 +28,7 @@ from ance_ir.modeling.inference import model_precision, nested_progress
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 
 if TYPE_CHECKING:
+    from ance_ir.data import Passage
     from ance_ir.modeling.splade import Splade
 
 
@@ -54,22 +52,24 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         work = work_folder(output)
         open_work([output], work, job)
         parts = work / COLLECTION
-        with (ChunkTally(work, total) as tally,
-              tqdm(total=total, unit="passage", desc=f"encode {output.name}", disable=not show_progress,
-                   file=sys.stderr) as bar):
+
+        def load(number: int, chunk: list[Passage]) -> int | None:
+            part = parts / f"part-{number:05d}.jsonl"
+            return _check_part(part, [p.docid for p in chunk], work) if part.is_file() else None
+
+        def save(number: int, chunk: list[Passage], weights: list[dict[str, float]]) -> None:
+            with atomic_write(parts / f"part-{number:05d}.jsonl") as f:
+                f.writelines(vector_line(p.docid, p.text, quantize(w, scale))
+                             for p, w in zip(chunk, weights, strict=True))
+
+        def compute(chunk: list[Passage]) -> list[dict[str, float]]:
+            return model.encode_passages([p.text for p in chunk], batch_size=batch_size,
+                                         show_progress=nested_progress(show_progress))
+
+        with ChunkedJob(work, job, total, f"encode {output.name}", load=load, compute=compute, save=save,
+                        show_progress=show_progress) as chunked:
             for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
-                part = parts / f"part-{number:05d}.jsonl"
-                if part.is_file():
-                    tally.reuse(_check_part(part, [p.docid for p in chunk], work))
-                else:
-                    weights = model.encode_passages([p.text for p in chunk], batch_size=batch_size,
-                                                    show_progress=nested_progress(show_progress))
-                    record_job(work, job)
-                    with atomic_write(part) as f:
-                        f.writelines(vector_line(p.docid, p.text, quantize(w, scale))
-                                     for p, w in zip(chunk, weights, strict=True))
-                    tally.finished(len(chunk))
-                bar.update(len(chunk))
+                chunked.chunk(number, chunk)
         files = sorted(parts.glob("part-*.jsonl"))
         documents = check_vector_collection(files)
         postings = sum(len(json.loads(line)["vector"]) for p in files for line in p.open(encoding="utf-8"))

@@ -26,11 +26,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock
 from ance_ir.data.checksum import sha256_json
-from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkedJob, StopChunks, in_chunks, open_work, work_folder
 
 QUERIES_SUFFIX = ".queries.jsonl"
 
@@ -123,29 +121,34 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
         job = {**job, "chunk_size": chunk_size}
         open_work([output, queries_path(output)], work, job, "expansion")
         written = 0
+
+        def load(number: int, chunk: list[Passage]) -> bool | None:
+            return _finished_chunk(work, number, [p.docid for p in chunk]) or None
+
+        def compute(chunk: list[Passage]) -> list[list[str]]:
+            if stop_after is not None and written == stop_after:
+                raise StopChunks
+            queries = generate(chunk)
+            if len(queries) != len(chunk):
+                raise RuntimeError(f"{len(queries)} query lists for {len(chunk)} passages")
+            return queries
+
+        def save(number: int, chunk: list[Passage], queries: list[list[str]]) -> None:
+            nonlocal written
+            with atomic_write(_chunk_path(work, number)) as f:
+                f.writelines(queries_line(p.docid, q) for p, q in zip(chunk, queries, strict=True))
+            written += 1
+
         chunks: list[Path] = []
-        with (ChunkTally(work, total, "expanded") as tally,
-              tqdm(total=total, unit="passage", desc=f"expand {output.name}", disable=not show_progress,
-                   file=sys.stderr) as bar):
-            for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
-                docids = [p.docid for p in chunk]
-                if _finished_chunk(work, number, docids):
-                    tally.reuse(len(chunk))
-                else:
-                    if stop_after is not None and written == stop_after:
-                        bar.close()
-                        print(f"stopped after {written} chunks; rerun the same command to continue", file=sys.stderr)
-                        return None
-                    queries = generate(chunk)
-                    if len(queries) != len(chunk):
-                        raise RuntimeError(f"{len(queries)} query lists for {len(chunk)} passages")
-                    record_job(work, job)
-                    with atomic_write(_chunk_path(work, number)) as f:
-                        f.writelines(queries_line(d, q) for d, q in zip(docids, queries, strict=True))
-                    written += 1
-                    tally.finished(len(chunk))
-                chunks.append(_chunk_path(work, number))
-                bar.update(len(chunk))
+        try:
+            with ChunkedJob(work, job, total, f"expand {output.name}", load=load, compute=compute, save=save,
+                            verb="expanded", show_progress=show_progress) as chunked:
+                for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
+                    chunked.chunk(number, chunk)
+                    chunks.append(_chunk_path(work, number))
+        except StopChunks:
+            print(f"stopped after {written} chunks; rerun the same command to continue", file=sys.stderr)
+            return None
         counts = _assemble(corpus, output, chunks)
         shutil.rmtree(work, ignore_errors=True)
         return counts

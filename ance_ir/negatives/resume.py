@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ance_ir.data import InputError, atomic_write
 from ance_ir.data.checksum import sha256_json
-from ance_ir.data.resume import ChunkTally, in_chunks, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
 from ance_ir.negatives.sources import CandidateSource
 
 QUERY_CHUNK = 512  # queries retrieved (and kept) together
+Ranking = dict[str, list[tuple[str, float]]]
 
 
-def _read_chunk(path: Path, qids: list[str]) -> dict[str, list[tuple[str, float]]]:
+def _read_chunk(path: Path, qids: list[str]) -> Ranking:
     ranking = {}
     with path.open(encoding="utf-8") as f:
         for record in map(json.loads, f):
@@ -57,30 +55,32 @@ class ChunkedRetrieval(CandidateSource):
         if self._opened:
             shutil.rmtree(self.work, ignore_errors=True)
 
-    def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
+    def retrieve(self, queries: Mapping[str, str], depth: int) -> Ranking:
         job = {**self.settings, "depth": depth, "queries_sha256": sha256_json(list(queries.items())),
                "chunk_size": self.chunk_size}
         open_work([self.output], self.work, job, "retrieval")
         self._opened = True
-        ranking: dict[str, list[tuple[str, float]]] = {}
         items = list(queries.items())
-        with (ChunkTally(self.work, len(items), "retrieved", unit="queries") as tally,
-              tqdm(total=len(items), unit="query", desc=f"{self.name} candidates", file=sys.stderr,
-                   disable=not self.show_progress or len(items) <= self.chunk_size) as bar):
+
+        def path(number: int) -> Path:
+            return self.work / f"ranking-{number:05d}.jsonl"
+
+        def load(number: int, chunk: list[tuple[str, str]]) -> Ranking | None:
+            return _read_chunk(path(number), [qid for qid, _ in chunk]) if path(number).is_file() else None
+
+        def compute(chunk: list[tuple[str, str]]) -> Ranking:
+            found = self.source.retrieve(dict(chunk), depth)
+            return {qid: [(docid, float(score)) for docid, score in found.get(qid, [])] for qid, _ in chunk}
+
+        def save(number: int, chunk: list[tuple[str, str]], part: Ranking) -> None:
+            with atomic_write(path(number)) as f:
+                f.writelines(json.dumps({"qid": qid, "hits": hits}, ensure_ascii=False) + "\n"
+                             for qid, hits in part.items())
+
+        ranking: Ranking = {}
+        with ChunkedJob(self.work, job, len(items), f"{self.name} candidates", load=load, compute=compute, save=save,
+                        verb="retrieved", unit="queries", bar_unit="query",
+                        show_progress=self.show_progress and len(items) > self.chunk_size) as chunked:
             for number, chunk in enumerate(in_chunks(items, self.chunk_size)):
-                path = self.work / f"ranking-{number:05d}.jsonl"
-                qids = [qid for qid, _ in chunk]
-                if path.is_file():
-                    part = _read_chunk(path, qids)
-                    tally.reuse(len(chunk))
-                else:
-                    found = self.source.retrieve(dict(chunk), depth)
-                    part = {qid: [(docid, float(score)) for docid, score in found.get(qid, [])] for qid in qids}
-                    record_job(self.work, job)
-                    with atomic_write(path) as f:
-                        f.writelines(json.dumps({"qid": qid, "hits": part[qid]}, ensure_ascii=False) + "\n"
-                                     for qid in qids)
-                    tally.finished(len(chunk))
-                ranking.update(part)
-                bar.update(len(chunk))
+                ranking.update(chunked.chunk(number, chunk))
         return ranking

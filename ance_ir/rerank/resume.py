@@ -9,18 +9,16 @@ A rerun with another model folder, device, precision, batch size or other pairs 
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write
 from ance_ir.data.checksum import sha256_json_items
-from ance_ir.data.resume import ChunkTally, open_work, record_job, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
 
 PAIR_CHUNK = 10_000  # pairs scored (and kept) together: 100 queries at depth 100
 
@@ -57,28 +55,32 @@ class ChunkedScorer:
                "chunk_size": self.chunk_size, "pairs": len(queries),
                "pairs_sha256": sha256_json_items(zip(queries, passages, strict=True))}
         open_work([self.output], self.work, job, "reranking")
-        chunked = len(queries) > self.chunk_size  # one chunk: the model's own bar is the only one
-        parts = []
-        with (ChunkTally(self.work, len(queries), "scored", unit="pairs") as tally,
-              tqdm(total=len(queries), unit="pair", desc="score pairs", file=sys.stderr,
-                   disable=not (show_progress and chunked)) as bar):
-            for number, start in enumerate(range(0, len(queries), self.chunk_size)):
-                stop = min(start + self.chunk_size, len(queries))
-                path = self.work / f"scores-{number:05d}.npy"
-                if path.is_file():
-                    scores = np.load(path)
-                    if scores.shape != (stop - start,):
-                        raise InputError(path, f"holds {scores.shape} scores, expected {(stop - start,)}; delete "
+        several = len(queries) > self.chunk_size  # one chunk: the model's own bar is the only one
+
+        def path(number: int) -> Path:
+            return self.work / f"scores-{number:05d}.npy"
+
+        def load(number: int, chunk: list[tuple[str, str]]) -> np.ndarray | None:
+            if not path(number).is_file():
+                return None
+            scores = np.load(path(number))
+            if scores.shape != (len(chunk),):
+                raise InputError(path(number), f"holds {scores.shape} scores, expected {(len(chunk),)}; delete "
                                                f"{self.work}")
-                    tally.reuse(stop - start)
-                else:
-                    scores = self.model.score_pairs(
-                        queries[start:stop], passages[start:stop], batch_size=batch_size, precision=precision,
-                        show_progress=nested_progress(show_progress) if chunked else show_progress)
-                    record_job(self.work, job)
-                    with atomic_write(path, "wb") as f:
-                        np.save(f, scores)
-                    tally.finished(stop - start)
-                parts.append(scores)
-                bar.update(stop - start)
+            return scores
+
+        def compute(chunk: list[tuple[str, str]]) -> np.ndarray:
+            return self.model.score_pairs([q for q, _ in chunk], [p for _, p in chunk], batch_size=batch_size,
+                                          precision=precision,
+                                          show_progress=nested_progress(show_progress) if several else show_progress)
+
+        def save(number: int, chunk: list[tuple[str, str]], scores: np.ndarray) -> None:
+            with atomic_write(path(number), "wb") as f:
+                np.save(f, scores)
+
+        with ChunkedJob(self.work, job, len(queries), "score pairs", load=load, compute=compute, save=save,
+                        verb="scored", unit="pairs", bar_unit="pair",
+                        show_progress=show_progress and several) as chunked:
+            parts = [chunked.chunk(number, chunk)
+                     for number, chunk in enumerate(in_chunks(zip(queries, passages, strict=True), self.chunk_size))]
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.float32)
