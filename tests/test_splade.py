@@ -143,13 +143,15 @@ def test_encode_resumes_from_finished_chunks(model, index, toy_bert, tmp_path):
     """A run that stopped after its first chunk is finished from there, with the same collection."""
     from ance_ir.data.resume import work_folder
     from ance_ir.encode.impact_encoder import encode_impacts
+    from ance_ir.modeling.inference import weights_sha256
 
     root = write_toy_collection(tmp_path)
     output = tmp_path / "index"
     work = work_folder(output)
     (work / COLLECTION).mkdir(parents=True)
     job = {"corpus": str((root / "corpus.jsonl").resolve()), "corpus_sha256": read_meta(index)["corpus_sha256"],
-           "encoder": str(toy_bert), "kind": "splade", "encoder_config": model.settings, "scale": 100,
+           "encoder": str(toy_bert), "weights_sha256": weights_sha256(model), "kind": "splade",
+           "encoder_config": model.settings, "scale": 100,
            "chunk_size": 3, "batch_size": 32, "precision": "fp32"}
     (work / "job.json").write_text(json.dumps(job))
     first = (index / COLLECTION / "part-00000.jsonl").read_text()

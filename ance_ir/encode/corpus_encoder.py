@@ -2,8 +2,8 @@
 
 Finished chunks go to a work folder beside the output (``indexes/NAME.partial/chunk-00000.npy`` plus
 ``chunk-00000.docid``, each written atomically, the ``.docid`` first), so an interrupted run picks up
-from its last finished chunk. ``job.json`` there records the corpus hash, encoder and sharding; a run
-that does not match it is refused. The work folder is removed once the index is written.
+from its last finished chunk. ``job.json`` there records the corpus hash, encoder (its weights' hash too) and
+sharding; a run that does not match it is refused. The work folder is removed once the index is written.
 
 A shard ``i/n`` covers a contiguous range of corpus positions, ``[i*N//n, (i+1)*N//n)``, so shards
 merged in shard order list the passages in corpus order, exactly like an unsharded run. Under torchrun
@@ -113,6 +113,18 @@ def _save_chunk(work: Path, number: int, vectors: np.ndarray, docids: list[str],
         np.save(f, vectors)
 
 
+def encode_job(corpus: Path, model: Any, encoder_name: str, settings: dict[str, Any], chunk_size: int,
+               batch_size: int, **more: Any) -> dict[str, Any]:
+    """The settings that decide an encoded corpus, recorded in its work folder: the corpus and its bytes, the model's
+    name, kind, ``settings`` and weights (:func:`~ance_ir.modeling.inference.weights_sha256`), the chunking, batch
+    size and precision, and the encoder's ``more``."""
+    from ance_ir.modeling.inference import model_precision, weights_sha256
+
+    return {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
+            "weights_sha256": weights_sha256(model), "kind": model.kind, "encoder_config": settings,
+            **more, "chunk_size": chunk_size, "batch_size": batch_size, "precision": model_precision(model)}
+
+
 def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any], chunk_size: int, dim: int,
                   encode: Callable[[list[str]], tuple[np.ndarray, np.ndarray | None]], desc: str,
                   show_progress: bool = True, tokens: bool = False, per: int = 1) -> tuple[list[str], list[Path]]:
@@ -166,15 +178,12 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
 
 def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder_name: str, index_type: str,
                    batch_size: int, chunk_size: int, shard: Shard | None, show_progress: bool) -> DenseIndex:
-    from ance_ir.modeling import model_precision
-
     total = count_passages(corpus)
     positions = shard.positions(total) if shard else range(total)
     if not positions:
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")
-    job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
-           "kind": encoder.kind, "encoder_config": encoder.config.to_dict(), "shard": str(shard) if shard else None,
-           "chunk_size": chunk_size, "batch_size": batch_size, "precision": model_precision(encoder)}
+    job = encode_job(corpus, encoder, encoder_name, encoder.config.to_dict(), chunk_size, batch_size,
+                     shard=str(shard) if shard else None)
     per = getattr(encoder, "vectors_per_passage", 1)
     if per > 1:
         job["vectors_per_passage"] = per
@@ -186,7 +195,8 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
                                                  .reshape(-1, encoder.dim), None),
                                   f"encode {output.name}", show_progress, per=per)
     vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
-    meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "precision")},
+    meta = {**{k: job[k] for k in ("encoder", "weights_sha256", "kind", "encoder_config", "corpus", "corpus_sha256",
+                                   "precision")},
             "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,
             "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
                       "stop": positions.stop} if shard else None}

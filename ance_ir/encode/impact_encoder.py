@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock, sha256_file
+from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock
 from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
-from ance_ir.encode.corpus_encoder import count_passages
+from ance_ir.encode.corpus_encoder import count_passages, encode_job
 from ance_ir.index.impact import (
     COLLECTION,
     LUCENE,
@@ -24,7 +24,7 @@ from ance_ir.index.impact import (
     folder_bytes,
     vector_line,
 )
-from ance_ir.modeling.inference import model_precision, nested_progress
+from ance_ir.modeling.inference import nested_progress
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 
 if TYPE_CHECKING:
@@ -46,9 +46,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         raise ValueError(f"{output} already exists; pass --force to replace it")
     with output_lock(output):
         total = count_passages(corpus)
-        job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
-               "kind": model.kind, "encoder_config": model.settings, "scale": scale, "chunk_size": chunk_size,
-               "batch_size": batch_size, "precision": model_precision(model)}
+        job = encode_job(corpus, model, encoder_name, model.settings, chunk_size, batch_size, scale=scale)
         work = work_folder(output)
         open_work([output], work, job)
         parts = work / COLLECTION

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ance_ir.data import output_lock, sha256_file
+from ance_ir.data import output_lock
 from ance_ir.data.resume import open_work, work_folder
-from ance_ir.encode.corpus_encoder import count_passages, encode_chunks
+from ance_ir.encode.corpus_encoder import count_passages, encode_chunks, encode_job
 from ance_ir.index.token_index import (
     TokenIndex,
     assign_centroids,
@@ -40,11 +40,9 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
     total = count_passages(corpus)
-    from ance_ir.modeling.inference import model_precision, nested_progress
+    from ance_ir.modeling.inference import nested_progress
 
-    job = {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
-           "kind": model.kind, "encoder_config": model.settings, "shard": None, "chunk_size": chunk_size,
-           "batch_size": batch_size, "precision": model_precision(model)}
+    job = encode_job(corpus, model, encoder_name, model.settings, chunk_size, batch_size, shard=None)
 
     def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         vectors = model.encode_passages(texts, batch_size=batch_size, show_progress=nested_progress(show_progress))

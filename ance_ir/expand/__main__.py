@@ -165,6 +165,7 @@ def _judged(args: argparse.Namespace, job: dict, corpus: Path):
 def _generator(args: argparse.Namespace, job: dict, device: torch.device, precision: str):
     import torch
 
+    from ance_ir.modeling.inference import weights_sha256
     from ance_ir.modeling.kinds import load_model
 
     if args.threads:
@@ -183,7 +184,7 @@ def _generator(args: argparse.Namespace, job: dict, device: torch.device, precis
                 "batch_size": args.batch_size, "precision": precision,
                 "device": device.type}  # sampling inverts a CDF: another device's rounding picks other tokens
     job = {**job, "source": "generator", "generator": _recorded(args.generator),
-           "generator_sha256": model.fingerprint(), "generator_settings": model.settings, "sampling": settings}
+           "generator_sha256": weights_sha256(model.model), "generator_settings": model.settings, "sampling": settings}
 
     def generate(passages):
         return model.generate([p.text for p in passages], n=args.n, seed=args.seed, top_k=args.top_k,

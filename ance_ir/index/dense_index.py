@@ -28,8 +28,8 @@ from ance_ir.index.faiss_index import build_index, describe_index, to_gpu
 
 INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
 # meta.json fields that merged indexes must agree on (a merged index inherits them and "corpus")
-SHARED_META = ("encoder", "kind", "encoder_config", "pooling", "normalize", "corpus_sha256", "vectors_per_passage",
-               "precision")
+SHARED_META = ("encoder", "weights_sha256", "kind", "encoder_config", "pooling", "normalize", "corpus_sha256",
+               "vectors_per_passage", "precision")
 
 
 def check_docid(docid: str) -> None:

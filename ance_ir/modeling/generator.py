@@ -253,14 +253,6 @@ class QueryGenerator(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
-    def fingerprint(self) -> str:
-        """SHA-256 of the weights (names and bytes), to tell whether two runs used the same model."""
-        digest = hashlib.sha256()
-        for name, tensor in sorted(self.model.state_dict().items()):
-            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
-            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-        return digest.hexdigest()
-
     # ---- teacher forcing ----
 
     def tokenize_passages(self, passages: Sequence[str]) -> dict[str, torch.Tensor]:

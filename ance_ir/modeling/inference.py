@@ -12,6 +12,7 @@ poly-encoder), fp32 for the others. ``docs/bench.md`` has the speed and nDCG@10 
 from __future__ import annotations
 
 import copy
+import hashlib
 import sys
 import warnings
 import weakref
@@ -93,6 +94,16 @@ def resolve_precision(precision: str, device: torch.device | str, cpu_auto: str 
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision int8 (dynamic quantisation) runs on the CPU only, not {device.type}")
     return precision
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """SHA-256 of ``model``'s weights (each state-dict entry's name, dtype, shape and bytes, by name): what a resumed
+    job records, so that a model trained again in place is not mixed with the old one's output."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 def model_precision(model: torch.nn.Module, precision: str | None = None) -> str:

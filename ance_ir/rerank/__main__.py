@@ -100,7 +100,7 @@ def _rerank(args: Namespace) -> int:
 
     from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
-    from ance_ir.modeling.inference import check_precision, resolve_device
+    from ance_ir.modeling.inference import check_precision, resolve_device, weights_sha256
     from ance_ir.modeling.resolve import resolve_model_path
     from ance_ir.rerank import check_run, group_passages, load_reranker, passages_for, rerank, score_groups
     from ance_ir.rerank.resume import ChunkedScorer
@@ -119,7 +119,8 @@ def _rerank(args: Namespace) -> int:
     model = load_reranker(args.model, **({"max_length": args.max_length} if args.max_length else {}))
     model.to(device)
     resolved = resolve_model_path(args.model)
-    settings = {"model": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved, "kind": model.kind,
+    settings = {"model": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,
+                "weights_sha256": weights_sha256(model), "kind": model.kind,
                 "max_length": getattr(model, "max_length", None), "device": device.type}
     scorer = ChunkedScorer(model, args.output, settings, args.chunk_size)
     if args.groups:

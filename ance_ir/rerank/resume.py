@@ -3,7 +3,8 @@
 The (query, passage) pairs are scored in chunks of ``chunk_size`` pairs, each chunk's scores kept in the work folder
 beside the output (``OUTPUT.partial/scores-00000.npy``, see :mod:`ance_ir.data.resume`) until the output is
 written: an interrupted run scores only the pairs it had not reached and writes what an uninterrupted run writes.
-A rerun with another model folder, device, precision, batch size or other pairs is refused.
+A rerun with another model folder or the same folder holding other weights (a model trained again in place), device,
+precision, batch size or other pairs is refused.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -149,6 +150,8 @@ def test_run_cli_gives_the_callers_sigterm_handler_back():
 
 
 def test_sigterm_stops_rerank_and_the_rerun_scores_only_what_was_left(tmp_path, capfd):
+    import torch
+
     from ance_ir.data import write_run
     from ance_ir.modeling.kinds import load_model
     from ance_ir.rerank.__main__ import main as rerank_main
@@ -178,6 +181,16 @@ def test_sigterm_stops_rerank_and_the_rerun_scores_only_what_was_left(tmp_path, 
     assert not output.exists()
     line = _cli_error(rerank_main, [*argv, "--output", str(output), "--batch-size", "8"], capfd)
     assert line.startswith(f"error: {work}: holds an unfinished reranking with a different batch_size (4, now 8)")
+    kept_model = tmp_path / "kept-model"
+    shutil.copytree(model, kept_model)
+    trained_again = load_model(str(model), "cross-encoder")
+    with torch.no_grad():
+        next(trained_again.parameters()).add_(0.5)
+    trained_again.save_pretrained(model)
+    line = _cli_error(rerank_main, [*argv, "--output", str(output)], capfd)  # the model trained again in place
+    assert line.startswith(f"error: {work}: holds an unfinished reranking with a different weights_sha256")
+    shutil.rmtree(model)
+    shutil.copytree(kept_model, model)
     with output_lock(output):  # another writer: refused before the model is loaded
         line = _cli_error(rerank_main, [*argv, "--output", str(output), "--model", str(tmp_path / "gone")], capfd)
         assert line.startswith(f"error: {output}: another process (pid {os.getpid()}) is writing this output")
