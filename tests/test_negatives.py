@@ -222,6 +222,40 @@ def test_dense_source_ranks_by_inner_product(dense_index, tiny_bert_dir):
     assert len(DenseSource(dense_index, device="cpu").retrieve(queries, 100)["q1"]) == len(TOY_PASSAGES)
 
 
+def test_a_resumed_dense_retrieval_refuses_a_query_encoder_trained_again_in_place(dense_index, broad, tiny_bert_dir,
+                                                                                  tmp_path, monkeypatch):
+    import shutil
+
+    import torch
+    from transformers import BertModel
+
+    import ance_ir.negatives.resume as resume
+
+    monkeypatch.setattr(resume, "QUERY_CHUNK", 1)
+    original, calls = DenseSource.retrieve, []
+
+    def spy(self, queries, depth):  # Ctrl-C once, at the second chunk
+        calls.append(list(queries))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(self, queries, depth)
+
+    monkeypatch.setattr(DenseSource, "retrieve", spy)
+    encoder, out = tmp_path / "encoder", tmp_path / "groups.jsonl"
+    shutil.copytree(tiny_bert_dir, encoder)
+    args = ["--topics", str(broad["topics"]), "--qrels", str(broad["qrels"]), "--corpus", str(broad["corpus"]),
+            "--source", "dense", "--index", str(dense_index), "--encoder", str(encoder), "--threads", "1", "--quiet",
+            "--output", str(out)]
+    with pytest.raises(KeyboardInterrupt, match="interrupted: 1 of 3 queries retrieved are kept"):
+        main(args)
+    model = BertModel.from_pretrained(encoder)
+    with torch.no_grad():
+        model.encoder.layer[0].output.dense.bias.add_(1.0)
+    model.save_pretrained(encoder)  # the same folder, other weights
+    with pytest.raises(InputError, match="holds an unfinished retrieval with a different weights_sha256"):
+        main(args)
+
+
 def test_cli_dense_source_with_text_and_skip(dense_index, broad, tmp_path):
     out = tmp_path / "dense.jsonl"
     assert main(["--topics", str(broad["topics"]), "--qrels", str(broad["qrels"]), "--corpus", str(broad["corpus"]),

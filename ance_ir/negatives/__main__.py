@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     params = source_params(args)
     source = build_source(args.source, **params)
     if source.computes:  # a source that only reads its candidates has nothing to resume
-        settings = {"source": args.source, **{k: v for k, v in params.items() if k != "threads"}}
+        settings = {"source": args.source, **{k: v for k, v in params.items() if k != "threads"},
+                    **source.resume_record()}
         source = ChunkedRetrieval(source, args.output, settings, show_progress=not args.quiet)
     topics = resolve_topics(args.topics)
     if args.pseudo_positives and args.qrels:

@@ -37,6 +37,11 @@ class CandidateSource(ABC):
     def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
         """Up to ``depth`` ``(docid, score)`` candidates for every query id of ``queries``, best first."""
 
+    def resume_record(self) -> dict[str, Any]:
+        """What decides the candidates beyond the source's parameters (a model's weights), which a resumed
+        retrieval must find unchanged; nothing by default."""
+        return {}
+
 
 def _check_depth(depth: int) -> None:
     if depth < 1:
@@ -105,6 +110,11 @@ class DenseSource(CandidateSource):
     def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
         _check_depth(depth)
         return self.searcher.search(dict(queries), hits=depth, batch_size=self.batch_size)
+
+    def resume_record(self) -> dict[str, Any]:
+        from ance_ir.modeling.inference import weights_sha256
+
+        return {"weights_sha256": weights_sha256(self.searcher.encoder)}  # the query encoder trained again in place
 
 
 @register_source
