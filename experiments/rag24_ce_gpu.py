@@ -17,19 +17,18 @@ import json
 import tempfile
 from pathlib import Path
 
-from ance_ir.bm25 import bm25_negatives, build_lucene_index
+from ance_ir.bm25 import build_lucene_index
 from ance_ir.data import atomic_write
 from ance_ir.pretrain_data.ict import ICTSource
+from ance_ir.train.negatives import search_bm25_candidates
 
 
 def ict_negatives(corpus: str, per_passage: int, seed: int, depth: int) -> dict[str, list[str]]:
     """BM25's top ``depth`` for each ICT pair's sentence, the pair's own passage left out, keyed by the pair's id."""
-    source = ICTSource.from_settings(corpus, {"per_passage": per_passage}, seed)
-    data = source.load()
+    data = ICTSource.from_settings(corpus, {"per_passage": per_passage}, seed).load()
     with tempfile.TemporaryDirectory() as tmp:
         index = build_lucene_index(data.corpus_path, Path(tmp) / "index")
-        exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
-        return bm25_negatives(index, data.queries, exclude, depth=depth, progress=True)
+        return search_bm25_candidates(index, data, depth, progress=True)
 
 
 def main() -> None:

@@ -144,15 +144,23 @@ class BM25Negatives(CandidateNegatives):
     def bm25_candidates(config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> dict[str, list[str]]:
         """Each training query's BM25 top ``negatives.depth``, judged passages removed (searched by rank 0)."""
         def search() -> dict[str, list[str]]:
-            from ance_ir.bm25 import bm25_negatives, build_lucene_index
+            from ance_ir.bm25 import build_lucene_index
 
             index = Path(config.negatives.bm25_index) if config.negatives.bm25_index else run.bm25_index
             if not config.negatives.bm25_index and _older_than(index, data.corpus_path):
                 build_lucene_index(data.corpus_path, index)  # none yet, or one of the corpus before an edit
-            exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
-            return bm25_negatives(index, data.queries, exclude, depth=config.negatives.depth, progress=config.progress)
+            return search_bm25_candidates(index, data, config.negatives.depth, config.progress)
 
         return dist.on_main(search)
+
+
+def search_bm25_candidates(index: Path, data: TrainData, depth: int, progress: bool = False) -> dict[str, list[str]]:
+    """Each of ``data``'s queries' BM25 top ``depth`` in the Lucene ``index``, its excluded passages (judged ones, a
+    pretraining pair's own) removed: what the ``bm25`` sampler draws from."""
+    from ance_ir.bm25 import bm25_negatives
+
+    exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
+    return bm25_negatives(index, data.queries, exclude, depth=depth, progress=progress)
 
 
 def _older_than(index: Path, corpus: Path) -> bool:
