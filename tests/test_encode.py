@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import TOY_PASSAGES
 
 from ance_ir.cli import run_cli
@@ -179,13 +180,14 @@ def test_a_finished_shard_is_reused_only_from_the_same_weights(tmp_path, toy_col
     corpus, out = toy_collection["corpus"], tmp_path / "shard0"
     encode(corpus, tiny_bert_dir, out, "--shard", "0/2")
     encoder = load_model(tiny_bert_dir)
-    weights = weights_sha256(encoder)
-    meta = load_dense_index(out).meta
-    assert meta["weights_sha256"] == weights
-    same = (corpus, str(tiny_bert_dir.resolve()))
-    settings = (encoder.config.to_dict(), meta["precision"])  # the CLI's (auto: int8 on some CPUs)
-    assert finished_shard(out, Shard(0, 2), *same, weights, *settings)
-    assert not finished_shard(out, Shard(0, 2), *same, "another model's weights", *settings)
+    encoder.inference_precision = "auto"  # the CLI's default (int8 on some CPUs)
+    assert load_dense_index(out).meta["weights_sha256"] == weights_sha256(encoder)
+    name = str(tiny_bert_dir.resolve())
+    assert finished_shard(out, Shard(0, 2), corpus, name, encoder)
+    assert not finished_shard(out, Shard(1, 2), corpus, name, encoder)
+    with torch.no_grad():  # trained again in place: same folder, config and precision, other weights
+        next(encoder.parameters()).add_(1.0)
+    assert not finished_shard(out, Shard(0, 2), corpus, name, encoder)
 
 
 def test_shard_positions_cover_the_corpus_once():

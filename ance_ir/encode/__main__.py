@@ -166,7 +166,6 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
             index_type: str, *, overwrite: bool, show_progress: bool,
             reuse: bool = False) -> DenseIndex | TokenIndex | dict | None:
     """Encode ``corpus`` (or ``shard`` of it) into ``output``; with ``reuse``, keep a finished shard there."""
-    from ance_ir.modeling.inference import model_precision, weights_sha256
     from ance_ir.modeling.kinds import load_model
 
     overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize),
@@ -205,8 +204,7 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
         return encode_impacts(corpus, encoder, output, encoder_name=name, scale=scale, batch_size=args.batch_size,
                               chunk_size=args.chunk_size, threads=args.threads or 1,
                               overwrite=overwrite, show_progress=show_progress)
-    if reuse and shard and finished_shard(output, shard, corpus, name, weights_sha256(encoder),
-                                          encoder.config.to_dict(), model_precision(encoder)):
+    if reuse and shard and finished_shard(output, shard, corpus, name, encoder):
         print(f"reused finished shard {output}", file=sys.stderr)
         return None
     return encode_corpus(corpus, encoder, output, encoder_name=name, index_type=index_type,

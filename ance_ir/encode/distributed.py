@@ -74,20 +74,20 @@ def shard_output(output: str | Path, shard: Shard) -> Path:
     return shards_folder(output) / f"{shard.index}-of-{shard.count}"
 
 
-def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, weights_sha256: str | None,
-                   encoder_config: dict[str, Any], precision: str) -> bool:
+def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder: Any) -> bool:
     """Whether ``folder`` holds this very shard (same corpus, encoder and its weights, settings and precision) from
-    an earlier attempt."""
+    an earlier attempt. The corpus and the weights are hashed only when everything else matches."""
+    from ance_ir.modeling.inference import model_precision, weights_sha256
+
     try:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
     recorded = meta.get("shard") or {}
     return (recorded.get("index"), recorded.get("count")) == (shard.index, shard.count) and \
-        meta.get("encoder") == encoder_name and meta.get("weights_sha256") == weights_sha256 and \
-        meta.get("encoder_config") == encoder_config and \
-        meta.get("precision") == precision and \
-        meta.get("corpus_sha256") == sha256_file(corpus) and (folder / "vectors.npy").is_file()
+        meta.get("encoder") == encoder_name and meta.get("encoder_config") == encoder.config.to_dict() and \
+        meta.get("precision") == model_precision(encoder) and (folder / "vectors.npy").is_file() and \
+        meta.get("corpus_sha256") == sha256_file(corpus) and meta.get("weights_sha256") == weights_sha256(encoder)
 
 
 def run_ranks(launch: Launch, prepare: Callable[[], T], encode_shard: Callable[[T], None],
