@@ -43,13 +43,15 @@ TEACHER = ROOT / "train-runs" / "rag24-mini" / "cross-encoder-minilm"
 GROUPS = WORK / "groups.bm25.jsonl.gz"
 SCORED = WORK / "groups.minilm-ce.jsonl.gz"
 DENSE_TEACHER = WORK / "minilm-index"
+# each replaces the DPR flags' BM25 negatives (so their index is cleared: the check refuses settings nothing reads)
 TEACHER_NEGATIVES = ("negatives.name=candidates", "negatives.depth=30", "negatives.source=dense",
-                     f"negatives.index={DENSE_TEACHER}", "task.in_batch=true")
+                     f"negatives.index={DENSE_TEACHER}", "negatives.bm25_index=null", "task.in_batch=true")
 PSEUDO = WORK / "groups.msmarco-dev.minilm.jsonl.gz"
 WITH_PSEUDO = WORK / "groups.bm25-and-msmarco-dev.jsonl.gz"
-# the training topics' groups (30 BM25 negatives) and the MS MARCO dev queries labelled by the teacher
-PSEUDO_GROUPS = ("data.source=groups", f"data.groups={WITH_PSEUDO}", "negatives.name=groups", "negatives.depth=30",
-                 "task.in_batch=true")
+# the training topics' groups (30 BM25 negatives) and the MS MARCO dev queries labelled by the teacher; the groups
+# bring the topics and their positives (the qrels still keep judged passages out of the negatives)
+PSEUDO_GROUPS = ("data.source=groups", f"data.groups={WITH_PSEUDO}", "data.topics=null", "data.min_positive_grade=1",
+                 "negatives.name=groups", "negatives.depth=30", "negatives.bm25_index=null", "task.in_batch=true")
 #: each family's flags on top of the (bert-tiny) configs: Table 1's settings of the family, W + C steps
 STUDENT_FLAGS = {
     "bert-tiny": ("--model", "bert-tiny", "--pooling", "mean", "--no-normalize", "--temperature", "1.0", "--lr",

@@ -157,8 +157,8 @@ def pretrained(family: str, start: Start, seed: int) -> Path:
     run = work(family, f"{start.name}.seed{seed}")
     if not trained(run, spec.steps).is_dir():
         command = ["ance_ir.train", "--config", f"configs/rag24-mini/{start.config}.yaml", *spec.flags,
-                   *(spec.dense_flags if start.dense else ()), "--seed", str(seed), "--output", str(run),
-                   "--max-steps", str(spec.steps), "--refresh-every", "0", "--no-progress"]
+                   *(spec.dense_flags + ("--refresh-every", "0") if start.dense else ()), "--seed", str(seed),
+                   "--output", str(run), "--max-steps", str(spec.steps), "--no-progress"]
         if start.after:
             command += ["--model", str(pretrained(family, next(s for s in STARTS if s.name == start.after), seed))]
         if start.joint:

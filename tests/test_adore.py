@@ -49,8 +49,7 @@ def toy_index(toy, tmp_path_factory) -> Path:
 
 
 def adore_settings(index: Path, **settings) -> dict:
-    return {"task.name": "adore", "task.index": str(index), "task.depth": 4, "negatives": "random",
-            "n_negatives": 1, "eval_topics": None, "eval_qrels": None, "max_steps": 6, "refresh_every": 0,
+    return {"ance": False, "task.name": "adore", "task.index": str(index), "task.depth": 4, "max_steps": 6,
             "lr": 1e-2, **settings}
 
 

@@ -373,7 +373,7 @@ def test_colbertv2_distils_a_teachers_scores_with_kl(bert, collection, tmp_path)
                                         tuple(GroupPassage(d, score=s) for d, s in scores.items() if d != pos))
                           for (q, scores), pos in zip(teacher.items(), ("d1", "d3", "d5"), strict=True)])
     config = settings(collection, bert, tmp_path / "run")
-    config["data"] = {**config["data"], "source": "groups", "groups": str(groups)}
+    config["data"] = {**config["data"], "source": "groups", "groups": str(groups), "topics": None}
     config.update(negatives={"name": "groups"}, loss={"name": "kl"})
     path = tmp_path / "colbertv2.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -58,8 +58,7 @@ def test_save_and_load_give_the_same_weights(toy_bert, tmp_path):
 
 
 def test_the_task_learns_term_recall_and_resumes_exactly(toy, tmp_path):
-    settings = {"task.name": "deepct", "model": None, "negatives": "random", "eval_topics": None,
-                "eval_qrels": None, "refresh_every": 0, "max_steps": 40, "batch_size": 2, "lr": 3e-3,
+    settings = {"ance": False, "task.name": "deepct", "model": None, "max_steps": 40, "batch_size": 2, "lr": 3e-3,
                 "pooling": None, "query_max_length": None, "passage_max_length": None}
     straight = tmp_path / "straight"
     train(toy_config(toy, straight, **{**settings, "model": str(toy / "bert-nodrop")}))
@@ -85,9 +84,9 @@ def test_deepct_query_learns_the_term_recall_of_query_words_and_weights_queries(
     # TR(t, q): the share of q's relevant passages (grade >= 1) containing t; q3 "stock market drop": d5, d6
     assert term_recall(TOY_TOPICS["q3"], [TOY_PASSAGES["d5"], TOY_PASSAGES["d6"]]) == {
         "stock": 0.5, "market": 0.5, "drop": 0.0}
-    settings = {"task.name": "deepct", "task.target": "query", "model": str(toy / "bert-nodrop"),
-                "negatives": "random", "eval_topics": None, "eval_qrels": None, "refresh_every": 0, "max_steps": 60,
-                "batch_size": 2, "lr": 3e-3, "pooling": None, "query_max_length": None, "passage_max_length": None}
+    settings = {"ance": False, "task.name": "deepct", "task.target": "query", "model": str(toy / "bert-nodrop"),
+                "max_steps": 60, "batch_size": 2, "lr": 3e-3, "pooling": None, "query_max_length": None,
+                "passage_max_length": None}
     run = tmp_path / "run"
     train(toy_config(toy, run, **settings))
     losses = [r["loss"] for r in training_records(run)]
@@ -130,9 +129,8 @@ def test_bm25_with_query_weights_boosts_each_query_word(toy, toy_bert, tmp_path,
 
 def test_refuses_training_data_without_judged_pairs(toy, tmp_path):
     with pytest.raises(ValueError, match="data.source: DeepCT learns term recall"):
-        toy_config(toy, tmp_path / "run", **{"task.name": "deepct", "data_source": "simcse", "negatives": "random",
-                                             "pooling": None, "query_max_length": None,
-                                             "passage_max_length": None, "eval_topics": None, "eval_qrels": None})
+        toy_config(toy, tmp_path / "run", False, **{"task.name": "deepct", "data_source": "simcse", "pooling": None,
+                                                    "query_max_length": None, "passage_max_length": None})
 
 
 def test_an_impact_index_of_deepct_weights_is_searched_through_pyserini(toy, toy_bert, tmp_path, capsys):

@@ -19,9 +19,8 @@ from ance_ir.train import train
 from ance_ir.train.layout import RunDir
 
 TEXTS = list(TOY_PASSAGES.values())
-SETTINGS = {"task.name": "generator", "model": None, "negatives": "random", "eval_topics": None, "eval_qrels": None,
-            "refresh_every": 0, "batch_size": 2, "lr": 3e-3, "pooling": None, "query_max_length": 12,
-            "passage_max_length": 16}
+SETTINGS = {"ance": False, "task.name": "generator", "model": None, "batch_size": 2, "lr": 3e-3, "pooling": None,
+            "query_max_length": 12, "passage_max_length": 16}
 PAIRS = [(TOY_PASSAGES[d], TOY_TOPICS[q]) for q, judged in TOY_QRELS.items() for d in judged]
 
 

@@ -27,10 +27,9 @@ MASK_ID = 4
 
 
 def settings(toy: Path, **changes) -> dict:
-    return {"task.name": "mlm", "model": str(toy / "bert-nodrop"), "data_source": "corpus", "train_topics": None,
-            "train_qrels": None, "negatives": "random", "eval_topics": None, "eval_qrels": None, "refresh_every": 0,
-            "pooling": None, "query_max_length": None, "passage_max_length": None, "batch_size": 4, "max_steps": 10,
-            "lr": 1e-2, **changes}
+    return {"ance": False, "task.name": "mlm", "model": str(toy / "bert-nodrop"), "data_source": "corpus",
+            "train_topics": None, "train_qrels": None, "pooling": None, "query_max_length": None,
+            "passage_max_length": None, "batch_size": 4, "max_steps": 10, "lr": 1e-2, **changes}
 
 
 def masked(seed: int, rows: int = 400, length: int = 100) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -39,9 +39,8 @@ def ranker(toy, tmp_path_factory) -> Path:
 
 
 def settings(ranker: Path, **changes) -> dict:
-    return {"task.name": "rocketqa-v2", "task.ranker": str(ranker), "negatives": "random", "n_negatives": 3,
-            "eval_topics": None, "eval_qrels": None, "refresh_every": 0, "max_steps": 6, "in_batch": False,
-            "model": None, **changes}
+    return {"ance": False, "task.name": "rocketqa-v2", "task.ranker": str(ranker), "negatives": "random",
+            "n_negatives": 3, "max_steps": 6, "in_batch": False, "model": None, **changes}
 
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:

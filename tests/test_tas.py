@@ -103,9 +103,9 @@ def write_scored_groups(path: Path) -> None:
 
 
 def tas_settings(groups: Path, **task) -> dict:
-    return {"negatives": "groups", "data_source": "groups", "groups": str(groups), "loss": "margin-mse",
-            "n_negatives": 1, "refresh_every": 2, "eval_topics": None, "eval_qrels": None, "max_steps": 6,
-            "min_positive_grade": 2, "task.name": "tas-b", "task.clusters": 2, "task.clusters_per_batch": 1,
+    return {"negatives": "groups", "data_source": "groups", "groups": str(groups), "train_topics": None,
+            "loss": "margin-mse", "n_negatives": 1, "refresh_every": 2, "eval_topics": None, "eval_qrels": None,
+            "max_steps": 6, "task.name": "tas-b", "task.clusters": 2, "task.clusters_per_batch": 1,
             **{f"task.{key}": value for key, value in task.items()}}
 
 
@@ -126,7 +126,8 @@ def test_tas_b_trains_and_resumes_bit_identically(toy, tmp_path):
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ({"data_source": "qrels", "negatives": "random", "groups": None}, "needs data.source: groups"),
+    ({"data_source": "qrels", "train_topics": "t.tsv", "negatives": "random", "groups": None},
+     "needs data.source: groups"),
     ({"n_negatives": 2}, "one .positive, negative. pair per query"),
     ({"task.clusters_per_batch": 0}, "task.clusters_per_batch: must be a positive integer"),
     ({"task.bins": 0}, "task.bins: must be a positive integer"),

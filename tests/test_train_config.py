@@ -111,6 +111,62 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     assert err[-1].startswith("error: ") and "missing.jsonl" in err[-1]
 
 
+GROUPS = "output: runs/x\ncorpus: c.jsonl\ndata: {source: groups, groups: g.jsonl}\n"
+
+
+@pytest.mark.parametrize(("text", "line", "setting", "reader"), [
+    (REQUIRED + "task: cross-encoder\nnegatives: bm25\nrefresh: {every: 0}\n", 7, "refresh.every",
+     "task 'cross-encoder' neither refreshes nor evaluates"),
+    ("output: o\ncorpus: c\ntask: mlm\ndata: {source: corpus}\nrefresh: {hits: 10}\n", 5, "refresh.hits",
+     "task 'mlm' neither refreshes"),
+    (REQUIRED + "task: generator\nnegatives: bm25\n", 6, "negatives.name", "task 'generator' samples no negatives"),
+    (REQUIRED + "negatives: {name: bm25, file: n.tsv}\n", 5, "negatives.file", "sampler 'bm25' does not use it"),
+    (REQUIRED + "negatives: {name: static, file: n.tsv, bm25_index: idx}\n", 5, "negatives.bm25_index",
+     "sampler 'static'"),
+    (REQUIRED + "negatives: {name: random, depth: 50}\n", 5, "negatives.depth", "sampler 'random'"),
+    (REQUIRED + "groups: g.jsonl\n", 5, "data.groups", "data source 'qrels' does not read it"),
+    (GROUPS + "min_positive_grade: 2\n", 4, "data.min_positive_grade", "data source 'groups'"),
+    (GROUPS + "train_topics: t.tsv\n", 4, "data.topics", "data source 'groups'"),
+    ("output: o\ncorpus: c\ndata: ict\ntrain_qrels: q.txt\nnegatives: inbatch\n", 4, "data.qrels",
+     "data source 'ict'"),
+])
+def test_a_setting_no_component_reads_is_refused(tmp_path, text, line, setting, reader):
+    path = _file(tmp_path, text)
+    with pytest.raises(InputError, match=f"^{path}:{line}: {setting}: is set .* but not used: {reader}"):
+        build_config(path, {})
+
+
+def test_settings_the_components_read_and_defaults_given_again_pass(tmp_path):
+    for text in (REQUIRED + "refresh: {every: 0}\n",  # contrastive refreshes
+                 REQUIRED + "negatives: {name: bm25, bm25_index: idx, depth: 50}\n",
+                 REQUIRED + "negatives: {name: static, file: n.tsv}\n",
+                 GROUPS + "train_qrels: q.txt\nnegative_exclude_grade: 2\n",
+                 REQUIRED + "task: cross-encoder\nnegatives: bm25\nrefresh: {every: 500, mode: async}\n"):
+        build_config(_file(tmp_path, text), {})
+    with pytest.raises(ValueError, match="^--refresh-every: refresh.every: is set \\(0\\) but not used: task "
+                                         "'cross-encoder'"):
+        parse_args(["--config", str(_file(tmp_path, REQUIRED + "task: cross-encoder\nnegatives: bm25\n")),
+                    "--refresh-every", "0"])
+
+
+def test_a_saved_config_is_not_refused_for_settings_nothing_reads(tmp_path):
+    """A run's config.json from before the check (a cross-encoder run with refresh.every 0) still loads, and the
+    run resumes under the same command less that setting (which changes nothing it trains)."""
+    now = build_config(_file(tmp_path, REQUIRED + "task: cross-encoder\nnegatives: bm25\n"), {})
+    saved = build_config(_file(tmp_path, REQUIRED + "task: cross-encoder\nnegatives: bm25\n"), {})
+    saved.refresh.every = 0
+    saved.save(tmp_path / "config.json")
+    assert TrainConfig.load(tmp_path / "config.json").refresh.every == 0
+    with pytest.raises(InputError, match="refresh.every: is set"):
+        build_config(tmp_path / "config.json", {})
+    assert check_resumable(TrainConfig.load(tmp_path / "config.json"), now, tmp_path) == ["refresh.every"]
+    saved.task.name, saved.model.kind = "contrastive", None  # the dense task does read refresh.every
+    saved.save(tmp_path / "config.json")
+    dense = build_config(_file(tmp_path, REQUIRED + "negatives: bm25\n"), {})
+    with pytest.raises(ValueError, match="this run has refresh.every=0, now 500"):
+        check_resumable(TrainConfig.load(tmp_path / "config.json"), dense, tmp_path)
+
+
 def test_resume_allows_only_harmless_changes(tmp_path):
     base = build_config(_file(tmp_path, REQUIRED), {})
     assert check_resumable(base, build_config(_file(tmp_path, REQUIRED), {"log_every": "1", "stop_at": "5"}),
@@ -171,7 +227,8 @@ def test_flat_and_sectioned_configs_are_the_same(tmp_path):
 
 
 def test_shorthands_imports_and_model_options(tmp_path):
-    path = _file(tmp_path, REQUIRED + "data: groups\ngroups: g.jsonl\nnegatives: groups\nimports: [a_module]\n")
+    path = _file(tmp_path, REQUIRED.replace("train_topics: t.tsv\n", "") + "data: groups\ngroups: g.jsonl\n"
+                 "negatives: groups\nimports: [a_module]\n")
     with pytest.raises(ValueError, match="--import: imports: plugin module 'a_module' cannot be imported"):
         parse_args(["--config", str(path), "--import", "b_module"])  # the file's own stays: added to, not replaced
     sys.modules["a_module"] = sys.modules["b_module"] = types.ModuleType("stub")  # importable, registers nothing

@@ -111,8 +111,8 @@ def test_two_processes_train_token_losses_as_one(toy, tmp_path, task):  # noqa: 
 
 
 def test_in_batch_across_processes_is_refused_where_a_task_does_not_gather(toy, tmp_path):  # noqa: F811
-    settings = toy_settings(toy, tmp_path / "ddp", task="colbert", pooling=None, batch_size=4, max_steps=1,
-                            negatives="random", refresh_every=0, eval_topics=None, eval_qrels=None, in_batch=True)
+    settings = toy_settings(toy, tmp_path / "ddp", False, task="colbert", pooling=None, batch_size=4, max_steps=1,
+                            negatives="random", in_batch=True)
     done = torchrun_two(settings, tmp_path / "ddp.yaml")
     assert done.returncode != 0
     assert "task.in_batch: a colbert task does not gather token vectors across processes" in done.stderr

@@ -39,7 +39,7 @@ def test_mined_groups_train_like_bm25_negatives(toy, lucene, tmp_path):
     settings = bm25_settings(toy, lucene)
     train(toy_config(toy, tmp_path / "bm25", **settings))
     train(toy_config(toy, tmp_path / "groups", **{**settings, "negatives": "groups", "data_source": "groups",
-                                                  "groups": str(groups)}))
+                                                  "groups": str(groups), "train_topics": None, "bm25_index": None}))
     assert_same_training(tmp_path / "groups", tmp_path / "bm25")
 
 
@@ -65,8 +65,8 @@ def test_teacher_scores_of_groups_reach_the_loss(toy, lucene, tmp_path):
 
     try:
         train(toy_config(toy, tmp_path / "run", negatives="groups", data_source="groups", groups=str(groups),
-                         loss="test-recording", n_negatives=2, refresh_every=0, eval_topics=None, eval_qrels=None,
-                         max_steps=3))
+                         train_topics=None, loss="test-recording", n_negatives=2, refresh_every=0, eval_topics=None,
+                         eval_qrels=None, max_steps=3))
     finally:
         del LOSSES["test-recording"]
     assert len(seen) == 3 and all(t.shape == (2, 3) for t in seen)
@@ -87,8 +87,8 @@ def test_margin_mse_distils_scored_groups_and_refuses_unscored_data(toy, lucene,
 
     write_groups(groups, [group(q, True) for q in queries])
     write_groups(unscored, [group(q, False) for q in queries])
-    settings = {"negatives": "groups", "data_source": "groups", "loss": "margin-mse", "n_negatives": 2,
-                "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 30}
+    settings = {"negatives": "groups", "data_source": "groups", "train_topics": None, "loss": "margin-mse",
+                "n_negatives": 2, "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 30}
     train(toy_config(toy, tmp_path / "run", groups=str(groups), **settings))
     losses = [r["loss"] for r in training_records(tmp_path / "run")]
     assert sum(losses[-5:]) < sum(losses[:5])

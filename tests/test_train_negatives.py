@@ -196,7 +196,7 @@ def test_denoised_group_negatives_leave_out_what_the_teacher_scores_high(toy_col
     groups = tmp_path / "groups.jsonl"
     write_groups(groups, [TrainingGroup("q1", "cat", (GroupPassage("d1", score=3.0),),
                                         (GroupPassage("d7", score=2.5), GroupPassage("d8", score=0.1)))])
-    settings = {"data_source": "groups", "groups": str(groups), "negatives": "groups"}
+    settings = {"data_source": "groups", "groups": str(groups), "train_topics": None, "negatives": "groups"}
     sampler, data = _sampler(toy_collection, tmp_path, **settings, **{"negatives.denoise_above": 1.0})
     assert "left out 1 of 2 scored above 1.0" in capsys.readouterr().err
     assert sampler.candidates == {"q1": ["d8"]}
@@ -220,7 +220,8 @@ def test_denoised_share_mixes_denoised_and_undenoised_negatives(toy_collection, 
     write_groups(groups, [TrainingGroup("q1", "cat", (GroupPassage("d1", score=3.0),),
                                         tuple(GroupPassage(d, score=s) for d, s in
                                               [("d7", 2.5), ("d4", 0.1), ("d8", 2.0), ("d6", -1.0)]))])
-    settings = {"data_source": "groups", "groups": str(groups), "negatives": "groups", "negatives.denoise_above": 1.0}
+    settings = {"data_source": "groups", "groups": str(groups), "train_topics": None, "negatives": "groups",
+                "negatives.denoise_above": 1.0}
     exclude = frozenset({"d1"})
     denoised_only, _ = _sampler(toy_collection, tmp_path, **settings, **{"negatives.denoised_share": 1.0})
     assert all(set(draw) == {"d4", "d6"} for draw in _draws(denoised_only, exclude, 2, seed=1, times=20))

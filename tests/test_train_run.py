@@ -32,19 +32,25 @@ from ance_ir.train.store import NegativesStore, RefreshRecords, request_stop
 REPO = Path(__file__).resolve().parent.parent
 
 
-def toy_settings(toy: Path, output: Path, **settings) -> dict:
-    """Sync ANCE on the toy collection: 6 pairs, 2 queries x (1 positive + 2 negatives) per step."""
-    return {"output": str(output), "model": str(toy / "bert"), "corpus": str(toy / "corpus.jsonl"),
-            "train_topics": str(toy / "topics.tsv"), "train_qrels": str(toy / "qrels.txt"),
-            "eval_topics": str(toy / "topics.tsv"), "eval_qrels": str(toy / "qrels.txt"),
-            "min_positive_grade": 1, "negatives": "ance", "n_negatives": 2, "negative_depth": 4, "batch_size": 2,
-            "lr": 1e-3, "max_steps": 8, "refresh_every": 3, "refresh_mode": "sync", "log_every": 1,
-            "pooling": "mean", "query_max_length": 16, "passage_max_length": 16, "progress": False,
-            "device": "cpu", "threads": 1, "inferencer_threads": 1, **settings}
+def toy_settings(toy: Path, output: Path, ance: bool = True, **settings) -> dict:
+    """Sync ANCE on the toy collection: 6 pairs, 2 queries x (1 positive + 2 negatives) per step, refreshed and
+    evaluated every 3 steps; ``settings`` replace these. ``ance=False``: the model, data and optimizer settings
+    alone, for a task that reads no ``negatives`` or ``refresh`` settings (it refuses them)."""
+    out = {"output": str(output), "model": str(toy / "bert"), "corpus": str(toy / "corpus.jsonl"),
+           "train_topics": str(toy / "topics.tsv"), "train_qrels": str(toy / "qrels.txt"), "batch_size": 2,
+           "lr": 1e-3, "max_steps": 8, "log_every": 1, "pooling": "mean", "query_max_length": 16,
+           "passage_max_length": 16, "progress": False, "device": "cpu", "threads": 1}
+    if ance:
+        out |= {"eval_topics": str(toy / "topics.tsv"), "eval_qrels": str(toy / "qrels.txt"), "negatives": "ance",
+                "n_negatives": 2, "negative_depth": 4, "refresh_every": 3, "refresh_mode": "sync",
+                "inferencer_threads": 1}
+        if settings.get("negatives") in ("random", "inbatch") and "negative_depth" not in settings:
+            del out["negative_depth"]  # no candidate list to take the top of (refused as unused)
+    return {**out, **settings}
 
 
-def toy_config(toy: Path, output: Path, **settings) -> TrainConfig:
-    return build_config(None, toy_settings(toy, output, **settings))
+def toy_config(toy: Path, output: Path, ance: bool = True, **settings) -> TrainConfig:
+    return build_config(None, toy_settings(toy, output, ance, **settings))
 
 
 def weights(checkpoint: Path) -> dict[str, torch.Tensor]:

@@ -55,6 +55,7 @@ class Document:
 class PretrainSource(DataSource):
     """A data source whose pairs are drawn from the corpus (:meth:`generate`)."""
 
+    reads = frozenset()
     #: why a corpus gave no pair (ends the one-line error)
     no_pairs: str = "no pair"
     #: numeric options' allowed ranges, (lowest, highest) with None for no bound (checked by ``check_config``)

@@ -95,7 +95,7 @@ class TrainConfig(RunSection):
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
         """Read a saved ``config.json`` (or any YAML/JSON settings file)."""
-        return build_config(path, {})
+        return build_config(path, {}, unused=False)
 
 
 def _field_type(cls: type, name: str) -> tuple[type, bool]:
@@ -225,9 +225,10 @@ def _assign(config: TrainConfig, qualified: str, value: Any) -> None:
         raise KeyError(_unknown(qualified, [section.qualified(n) for n in fields]))
 
 
-def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainConfig:
+def build_config(path: str | Path | None, overrides: dict[str, Any], unused: bool = True) -> TrainConfig:
     """Defaults, then the settings file at ``path`` (if any), then ``overrides`` (flag values by legacy name,
-    or qualified ``section.key`` names); then every section and the chosen components are checked."""
+    or qualified ``section.key`` names); then every section and the chosen components are checked (``unused``:
+    settings the components ignore are refused too)."""
     config = TrainConfig()
     lines: dict[str, int] = {}
     given: set[str] = set()
@@ -264,7 +265,7 @@ def build_config(path: str | Path | None, overrides: dict[str, Any]) -> TrainCon
         config.check()
         from ance_ir.train.components import check_components
 
-        check_components(config)
+        check_components(config, unused)
     except ConfigError as e:
         if e.name in given and path is not None:
             raise InputError(path, str(e), lines.get(e.name)) from None
@@ -281,14 +282,18 @@ def _flag_error(flag: str, setting: str, error: str) -> str:
 
 
 def check_resumable(saved: TrainConfig, now: TrainConfig, where: Path) -> list[str]:
-    """The changed RESUMABLE settings; ValueError naming the first other setting that differs."""
+    """The changed RESUMABLE settings (and settings no component of the run reads); ValueError naming the first
+    other setting that differs."""
+    from ance_ir.train.components import unused_settings
+
+    harmless = RESUMABLE | unused_settings(now).keys()
     changed = []
     before_all, after_all = saved.flat(), now.flat()
     for name in dict.fromkeys([*before_all, *after_all]):
         before, after = before_all.get(name), after_all.get(name)
         if before == after:
             continue
-        if name not in RESUMABLE:
+        if name not in harmless:
             raise ValueError(f"{where}: this run has {name}={before!r}, now {after!r}; only "
                              f"{', '.join(sorted(RESUMABLE))} may change on resume (use a new output folder)")
         changed.append(name)

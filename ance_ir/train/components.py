@@ -1,8 +1,11 @@
 """Checking a config's components: each section's chosen name is registered, its options are the ones the
-component declares (completed with their defaults), and the components agree with each other.
+component declares (completed with their defaults), the components agree with each other, and no setting they
+all ignore has been changed from its default.
 
-A component declares ``options`` (name -> default) and may check the whole config in ``check_config``.
-A candidate source's options are the keyword parameters of its constructor.
+A component declares ``options`` (name -> default), may check the whole config in ``check_config`` and may say
+which settings it ``reads`` (a task: which of the ``negatives`` and ``refresh`` sections; a sampler: which
+``negatives`` settings; a data source: which ``data`` settings). A candidate source's options are the keyword
+parameters of its constructor.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ance_ir.plugins import load_plugins
 from ance_ir.train.registry import check_options
-from ance_ir.train.settings import ConfigError, LossSection, section_fields
+from ance_ir.train.settings import ConfigError, LossSection, Section, section_fields
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -45,8 +48,46 @@ def _saved_kind(name: str) -> str | None:
     return saved_kind(path) if Path(path).is_dir() else None
 
 
-def check_components(config: TrainConfig) -> None:
-    """Import the config's plugins, then check every component it names; ConfigError on the first problem."""
+def _unread(section: Section, reads: frozenset[str] | None, kept: tuple[str, ...], why: str) -> dict[str, str]:
+    """``section``'s settings outside ``reads`` and ``kept`` (qualified name -> ``why``); none when reads is None."""
+    if reads is None:
+        return {}
+    return {section.qualified(n): why for n in section_fields(type(section)) if n not in reads and n not in kept}
+
+
+def unused_settings(config: TrainConfig) -> dict[str, str]:
+    """The settings none of the config's (checked) components reads: qualified name -> why."""
+    from ance_ir.train.dataset import DATA_SOURCES
+    from ance_ir.train.negatives import NEGATIVE_STRATEGIES
+    from ance_ir.train.task import TASKS
+
+    task, sampler = TASKS[config.task.name], NEGATIVE_STRATEGIES[config.negatives.name]
+    data = DATA_SOURCES[config.data.source]
+    unused = {**_unread(config.negatives, sampler.reads, ("name",), f"sampler {sampler.name!r} does not use it"),
+              **_unread(config.data, data.reads, ("source", "corpus"), f"data source {data.name!r} does not read it")}
+    if task.reads is not None:
+        for section, why in ((config.negatives, "samples no negatives"),
+                             (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
+                                              "checkpoints: save_every)")):
+            if section.section not in task.reads:
+                unused.update(_unread(section, frozenset(), (), f"task {task.name!r} {why}"))
+    return unused
+
+
+def check_unused(config: TrainConfig) -> None:
+    """ConfigError on the first setting that none of the chosen components reads but differs from its default
+    (one given at its default cannot be told from one not given, and is let through)."""
+    unused = unused_settings(config)
+    for section in (config.negatives, config.refresh, config.data):
+        for name, field in section_fields(type(section)).items():
+            qualified = section.qualified(name)
+            if qualified in unused and getattr(section, name) != field.default:
+                raise ConfigError(qualified, f"is set ({getattr(section, name)!r}) but not used: {unused[qualified]}")
+
+
+def check_components(config: TrainConfig, unused: bool = True) -> None:
+    """Import the config's plugins, then check every component it names; ConfigError on the first problem.
+    ``unused``: also refuse settings no component reads (:func:`check_unused`; off for a run's saved config)."""
     import ance_ir.pretrain_data  # noqa: F401 - registers the pretraining data sources
     import ance_ir.train.adore  # noqa: F401 - registers the built-in tasks
     import ance_ir.train.colbert  # noqa: F401
@@ -120,3 +161,5 @@ def check_components(config: TrainConfig) -> None:
         setting = "loss.name" if renamed else f"loss.{next(iter(config.loss.options))}"
         raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
                                    "and a loss's options are not used")
+    if unused:
+        check_unused(config)

@@ -65,14 +65,23 @@ class DataSource(ABC):
     teacher_scores: ClassVar[bool] = False
     #: whether the source can bring negatives (``TrainData.negatives``), which the ``groups`` sampler draws from
     brings_negatives: ClassVar[bool] = False
+    #: the ``data`` settings besides ``source`` and ``corpus`` the source reads; another that differs from its
+    #: default is refused as unused (None: all of them)
+    reads: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, config: TrainConfig):
         self.config = config
         self.data = config.data
 
-    @classmethod  # noqa: B027 - optional; most sources need nothing
+    @classmethod
     def check_config(cls, config: TrainConfig) -> None:
-        """Raise ConfigError when a setting this source needs is missing."""
+        """Raise ConfigError when a setting this source needs is missing (here: for a source that reads both
+        grades, a ``negative_exclude_grade`` above ``min_positive_grade``)."""
+        d, grades = config.data, {"min_positive_grade", "negative_exclude_grade"}
+        if (cls.reads is None or grades <= cls.reads) and d.negative_exclude_grade > d.min_positive_grade:
+            raise ConfigError("data.negative_exclude_grade", f"({d.negative_exclude_grade}) must not exceed "
+                                                             f"min_positive_grade ({d.min_positive_grade}): a "
+                                                             "positive could be sampled as a negative")
 
     @abstractmethod
     def load(self) -> TrainData:
@@ -94,12 +103,14 @@ class QrelsSource(DataSource):
     """Training topics and graded qrels: positives are judged >= ``min_positive_grade``."""
 
     name = "qrels"
+    reads = frozenset({"topics", "qrels", "min_positive_grade", "negative_exclude_grade"})
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
         for name in ("topics", "qrels"):
             if not getattr(config.data, name):
                 raise ConfigError(f"data.{name}", "is required")
+        super().check_config(config)
 
     def load(self) -> TrainData:
         """Positives not in the corpus are skipped (with a note on stderr); topics without positives are unused."""
@@ -132,6 +143,7 @@ class CorpusSource(DataSource):
     """The corpus passages alone, no pairs: for tasks that train on passages (``task: mlm``)."""
 
     name = "corpus"
+    reads = frozenset()
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
@@ -162,6 +174,7 @@ class GroupsSource(DataSource):
     name = "groups"
     teacher_scores = True
     brings_negatives = True
+    reads = frozenset({"groups", "qrels", "negative_exclude_grade"})
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:

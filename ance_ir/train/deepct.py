@@ -42,6 +42,7 @@ class DeepCTTask(TrainingTask):
     name = "deepct"
     model_kind = "deepct"
     own_loss = "term-recall regression"
+    reads = frozenset()
     options = {"target": None}  # None: the model's own (a saved DeepCT-Query model continues as one)
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):

@@ -30,6 +30,7 @@ class GeneratorTask(TrainingTask):
     name = "generator"
     model_kind = "generator"
     own_loss = "the query tokens' cross-entropy"
+    reads = frozenset()
 
     def __init__(self, ctx: TaskContext, model: QueryGenerator):
         super().__init__(ctx, model)

@@ -141,6 +141,7 @@ class MLMTask(TrainingTask):
     name = "mlm"
     model_kind = "mlm"
     own_loss = "the masked tokens' cross-entropy"
+    reads = frozenset()
     needs_pairs = False
     options = {"mlm_probability": 0.15, "mask_share": 0.8, "random_share": 0.1, "max_length": 256,
                "head_warmup_steps": 0}

@@ -44,6 +44,9 @@ class NegativeSampler(ABC):
     forces_in_batch: ClassVar[bool] = False  # True: in-batch negatives are always on
     refreshed: ClassVar[bool] = False  # True: candidates come from ANN refreshes of the model being trained
     options: ClassVar[dict[str, Any]] = {}
+    #: the ``negatives`` settings besides ``name`` the sampler reads; another that differs from its default is
+    #: refused as unused (None: all of them)
+    reads: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, docids: Sequence[str]):
         self.docids = list(docids)
@@ -96,6 +99,7 @@ class RandomNegatives(NegativeSampler):
     """Uniform over the corpus minus the query's judged-relevant passages (the paper's Rand Neg)."""
 
     name = "random"
+    reads = frozenset()
 
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
         return self.random_fill(qid, [], exclude, n, rng)
@@ -108,6 +112,7 @@ class InBatchNegatives(NegativeSampler):
     name = "inbatch"
     sampled = False
     forces_in_batch = True
+    reads = frozenset()
 
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
         return []
@@ -115,6 +120,8 @@ class InBatchNegatives(NegativeSampler):
 
 class CandidateNegatives(NegativeSampler):
     """``n`` drawn uniformly from each query's top ``depth`` candidates (best first)."""
+
+    reads = frozenset({"depth"})
 
     def __init__(self, docids: Sequence[str], candidates: dict[str, list[str]], depth: int):
         super().__init__(docids)
@@ -135,6 +142,7 @@ class BM25Negatives(CandidateNegatives):
     """BM25's top ``negative_depth`` minus the judged-relevant passages (the paper's BM25 Neg, warm-up)."""
 
     name = "bm25"
+    reads = frozenset({"depth", "bm25_index"})
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
@@ -254,6 +262,7 @@ class StaticNegatives(CandidateNegatives):
     """Negatives read from ``negatives_file`` (see :func:`read_negatives_file`)."""
 
     name = "static"
+    reads = frozenset({"depth", "file"})
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:

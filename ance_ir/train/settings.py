@@ -113,10 +113,6 @@ class DataSection(Section):
         if not self.corpus:
             raise ConfigError(self.qualified("corpus"), "is required")
         self._at_least(0, "min_positive_grade", "negative_exclude_grade")
-        if self.negative_exclude_grade > self.min_positive_grade:
-            raise ConfigError(self.qualified("negative_exclude_grade"),
-                              f"({self.negative_exclude_grade}) must not exceed min_positive_grade "
-                              f"({self.min_positive_grade}): a positive could be sampled as a negative")
 
 
 @dataclass
@@ -187,8 +183,8 @@ class LossSection(Section):
 class RefreshSection(Section):
     section = "refresh"
     every: int = _opt(500, "save a checkpoint every N steps; each is refreshed/evaluated (0: never). The dual-encoder "
-                           "tasks (contrastive and its kin) refresh; the others save checkpoints with save_every "
-                           "only", "refresh_every")
+                           "tasks (contrastive and its kin) refresh; the others refuse it (their checkpoints: "
+                           "save_every)", "refresh_every")
     mode: str = _opt("async", "async: an inferencer process refreshes while training goes on; sync: training "
                               "waits for each refresh (exactly reproducible)", "refresh_mode")
     max_staleness: int | None = _opt(None, "async: wait when the negatives are more than N steps old",
