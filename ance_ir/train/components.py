@@ -48,6 +48,10 @@ def _saved_kind(name: str) -> str | None:
     return saved_kind(path) if Path(path).is_dir() else None
 
 
+#: the ``task`` settings of drawing negatives, unused where the task reads no ``negatives`` settings
+DRAWING = ("n_negatives", "in_batch", "cross_batch")
+
+
 def _unread(section: Section, reads: frozenset[str] | None, kept: tuple[str, ...], why: str) -> dict[str, str]:
     """``section``'s settings outside ``reads`` and ``kept`` (qualified name -> ``why``); none when reads is None."""
     if reads is None:
@@ -71,6 +75,8 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
                                               "checkpoints: save_every)")):
             if section.section not in task.reads:
                 unused.update(_unread(section, frozenset(), (), f"task {task.name!r} {why}"))
+        if "negatives" not in task.reads:  # nor the task settings that say how they are drawn
+            unused.update({f"task.{name}": f"task {task.name!r} samples no negatives" for name in DRAWING})
     return unused
 
 
@@ -78,7 +84,7 @@ def check_unused(config: TrainConfig) -> None:
     """ConfigError on the first setting that none of the chosen components reads but differs from its default
     (one given at its default cannot be told from one not given, and is let through)."""
     unused = unused_settings(config)
-    for section in (config.negatives, config.refresh, config.data):
+    for section in (config.task, config.negatives, config.refresh, config.data):
         for name, field in section_fields(type(section)).items():
             qualified = section.qualified(name)
             if qualified in unused and getattr(section, name) != field.default:
