@@ -121,6 +121,8 @@ GROUPS = "output: runs/x\ncorpus: c.jsonl\ndata: {source: groups, groups: g.json
      "task 'mlm' neither refreshes"),
     (REQUIRED + "task: generator\nnegatives: bm25\n", 6, "negatives.name", "task 'generator' samples no negatives"),
     (REQUIRED + "task: {name: deepct, n_negatives: 3}\n", 5, "task.n_negatives", "task 'deepct' samples no negatives"),
+    (REQUIRED + "task: generator\nloss: {temperature: 0.05}\n", 6, "loss.temperature",
+     "task 'generator' trains with its own loss \\(the query tokens' cross-entropy\\)"),
     (REQUIRED + "negatives: {name: bm25, file: n.tsv}\n", 5, "negatives.file", "sampler 'bm25' does not use it"),
     (REQUIRED + "negatives: {name: static, file: n.tsv, bm25_index: idx}\n", 5, "negatives.bm25_index",
      "sampler 'static'"),

@@ -64,7 +64,7 @@ class AdoreTask(TrainingTask):
     name = "adore"
     options = {"index": None, "depth": 200, "cutoff": 10}
     own_loss = "pairwise, LambdaRank-weighted over its retrieved negatives; loss.temperature applies"
-    reads = frozenset()
+    reads = frozenset({"loss"})  # its temperature
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)

@@ -72,7 +72,8 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
     if task.reads is not None:
         for section, why in ((config.negatives, "samples no negatives"),
                              (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
-                                              "checkpoints: save_every)")):
+                                              "checkpoints: save_every)"),
+                             (config.loss, f"trains with its own loss ({task.own_loss})")):
             if section.section not in task.reads:
                 unused.update(_unread(section, frozenset(), (), f"task {task.name!r} {why}"))
         if "negatives" not in task.reads:  # nor the task settings that say how they are drawn
@@ -84,7 +85,7 @@ def check_unused(config: TrainConfig) -> None:
     """ConfigError on the first setting that none of the chosen components reads but differs from its default
     (one given at its default cannot be told from one not given, and is let through)."""
     unused = unused_settings(config)
-    for section in (config.task, config.negatives, config.refresh, config.data):
+    for section in (config.task, config.negatives, config.refresh, config.loss, config.data):
         for name, field in section_fields(type(section)).items():
             qualified = section.qualified(name)
             if qualified in unused and getattr(section, name) != field.default:

@@ -80,7 +80,7 @@ class GroupTask(TrainingTask):
     #: for a task whose in-batch scoring stays within its process: what it does not gather ("token vectors");
     #: in_batch with cross_batch under torchrun is then refused
     not_gathered: ClassVar[str | None] = None
-    reads = frozenset({"negatives"})
+    reads = frozenset({"negatives", "loss"})
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -181,7 +181,7 @@ class ContrastiveTask(GroupTask):
 
     name = "contrastive"
     grad_cache = True
-    reads = frozenset({"negatives", "refresh"})
+    reads = frozenset({"negatives", "refresh", "loss"})
     options = {"mlm_weight": 0.0}
     #: ``(queries, passages, group_size, in_batch, mask, teacher) -> GroupScores`` (dot products; a task scoring
     #: another kind's representations replaces it)

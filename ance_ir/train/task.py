@@ -71,8 +71,8 @@ class TrainingTask(ABC):
     #: the loss the task computes itself, for the message refusing a ``loss.name`` (or a loss's options) it would
     #: ignore; None: the task uses the configured loss
     own_loss: ClassVar[str | None] = None
-    #: which of the ``negatives`` and ``refresh`` sections the task reads; a setting of the other one that differs
-    #: from its default is refused as unused (None: the task reads both)
+    #: which of the ``negatives``, ``refresh`` and ``loss`` sections the task reads; a setting of another that
+    #: differs from its default is refused as unused (None: the task reads them all)
     reads: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
