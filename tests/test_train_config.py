@@ -121,6 +121,8 @@ GROUPS = "output: runs/x\ncorpus: c.jsonl\ndata: {source: groups, groups: g.json
      "task 'mlm' neither refreshes"),
     (REQUIRED + "task: generator\nnegatives: bm25\n", 6, "negatives.name", "task 'generator' samples no negatives"),
     (REQUIRED + "task: {name: deepct, n_negatives: 3}\n", 5, "task.n_negatives", "task 'deepct' samples no negatives"),
+    (REQUIRED + "task: {name: adore, index: idx}\nnegatives: {denoise_above: 3.0}\n", 6, "negatives.denoise_above",
+     "task 'adore' samples no negatives"),
     (REQUIRED + "task: generator\nloss: {temperature: 0.05}\n", 6, "loss.temperature",
      "task 'generator' trains with its own loss \\(the query tokens' cross-entropy\\)"),
     (REQUIRED + "negatives: {name: bm25, file: n.tsv}\n", 5, "negatives.file", "sampler 'bm25' does not use it"),

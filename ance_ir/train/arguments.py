@@ -295,7 +295,8 @@ def check_resumable(saved: TrainConfig, now: TrainConfig, where: Path) -> list[s
             continue
         if name not in harmless:
             raise ValueError(f"{where}: this run has {name}={before!r}, now {after!r}; only "
-                             f"{', '.join(sorted(RESUMABLE))} may change on resume (use a new output folder)")
+                             f"{', '.join(sorted(RESUMABLE))} and settings the run does not read may change on "
+                             "resume (use a new output folder)")
         changed.append(name)
     return changed
 

@@ -3,7 +3,7 @@ component declares (completed with their defaults), the components agree with ea
 all ignore has been changed from its default.
 
 A component declares ``options`` (name -> default), may check the whole config in ``check_config`` and may say
-which settings it ``reads`` (a task: which of the ``negatives`` and ``refresh`` sections; a sampler: which
+which settings it ``reads`` (a task: which of the ``negatives``, ``refresh`` and ``loss`` sections; a sampler: which
 ``negatives`` settings; a data source: which ``data`` settings). A candidate source's options are the keyword
 parameters of its constructor.
 """
@@ -27,6 +27,16 @@ def _source_options(name: str) -> dict[str, Any]:
     parameters = inspect.signature(CANDIDATE_SOURCES.lookup(name, "negatives.source").__init__).parameters.values()
     return {p.name: p.default for p in parameters
             if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _sampler_options(config: TrainConfig) -> dict[str, Any]:
+    """The options the config's sampler declares, with its candidate source's if it has one (name -> default)."""
+    from ance_ir.train.negatives import NEGATIVE_STRATEGIES
+
+    declared = dict(NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name").options)
+    if "source" in declared:
+        declared.update(_source_options(str(config.negatives.options.get("source", declared["source"]))))
+    return declared
 
 
 def _check(section: Any, declared: dict[str, Any]) -> None:
@@ -75,7 +85,8 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
                                               "checkpoints: save_every)"),
                              (config.loss, f"trains with its own loss ({task.own_loss})")):
             if section.section not in task.reads:
-                unused.update(_unread(section, frozenset(), (), f"task {task.name!r} {why}"))
+                names = [*section_fields(type(section)), *getattr(section, "options", {})]
+                unused.update({section.qualified(n): f"task {task.name!r} {why}" for n in names})
         if "negatives" not in task.reads:  # nor the task settings that say how they are drawn
             unused.update({f"task.{name}": f"task {task.name!r} samples no negatives" for name in DRAWING})
     return unused
@@ -84,12 +95,18 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
 def check_unused(config: TrainConfig) -> None:
     """ConfigError on the first setting that none of the chosen components reads but differs from its default
     (one given at its default cannot be told from one not given, and is let through)."""
+    from ance_ir.train.loss import LOSSES
+
     unused = unused_settings(config)
+    declared = {"negatives": _sampler_options(config), "loss": LOSSES[config.loss.name].options}
     for section in (config.task, config.negatives, config.refresh, config.loss, config.data):
-        for name, field in section_fields(type(section)).items():
+        values = {name: (getattr(section, name), f.default) for name, f in section_fields(type(section)).items()}
+        values |= {name: (value, declared.get(section.section, {}).get(name))
+                   for name, value in getattr(section, "options", {}).items()}
+        for name, (value, default) in values.items():
             qualified = section.qualified(name)
-            if qualified in unused and getattr(section, name) != field.default:
-                raise ConfigError(qualified, f"is set ({getattr(section, name)!r}) but not used: {unused[qualified]}")
+            if qualified in unused and value != default:
+                raise ConfigError(qualified, f"is set ({value!r}) but not used: {unused[qualified]}")
 
 
 def check_components(config: TrainConfig, unused: bool = True) -> None:
@@ -113,7 +130,6 @@ def check_components(config: TrainConfig, unused: bool = True) -> None:
     from ance_ir.train.contrastive import GroupTask
     from ance_ir.train.dataset import DATA_SOURCES
     from ance_ir.train.loss import LOSSES
-    from ance_ir.train.negatives import NEGATIVE_STRATEGIES
     from ance_ir.train.task import TASKS
 
     try:
@@ -156,12 +172,13 @@ def check_components(config: TrainConfig, unused: bool = True) -> None:
         raise ConfigError("loss.name", f"{config.loss.name!r} distils teacher scores, which data source "
                                        f"{config.data.source!r} does not bring; use data.source: groups with groups "
                                        "scored by python -m ance_ir.rerank --groups, or set loss.teacher_index")
-    sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
-    declared = dict(sampler.options)
-    if "source" in declared:
-        declared.update(_source_options(str(config.negatives.options.get("source", declared["source"]))))
-    _check(config.negatives, declared)
+    _check(config.negatives, _sampler_options(config))
     data.check_config(config)
+    d, grades = config.data, {"min_positive_grade", "negative_exclude_grade"}
+    if (data.reads is None or grades <= data.reads) and d.negative_exclude_grade > d.min_positive_grade:
+        raise ConfigError("data.negative_exclude_grade", f"({d.negative_exclude_grade}) must not exceed "
+                                                         f"min_positive_grade ({d.min_positive_grade}): a positive "
+                                                         "could be sampled as a negative")
     task.check_config(config)
     renamed = config.loss.name != LossSection().name
     if task.own_loss and (renamed or config.loss.options):

@@ -73,15 +73,9 @@ class DataSource(ABC):
         self.config = config
         self.data = config.data
 
-    @classmethod
+    @classmethod  # noqa: B027 - optional; most sources need nothing
     def check_config(cls, config: TrainConfig) -> None:
-        """Raise ConfigError when a setting this source needs is missing (here: for a source that reads both
-        grades, a ``negative_exclude_grade`` above ``min_positive_grade``)."""
-        d, grades = config.data, {"min_positive_grade", "negative_exclude_grade"}
-        if (cls.reads is None or grades <= cls.reads) and d.negative_exclude_grade > d.min_positive_grade:
-            raise ConfigError("data.negative_exclude_grade", f"({d.negative_exclude_grade}) must not exceed "
-                                                             f"min_positive_grade ({d.min_positive_grade}): a "
-                                                             "positive could be sampled as a negative")
+        """Raise ConfigError when a setting this source needs is missing."""
 
     @abstractmethod
     def load(self) -> TrainData:
@@ -110,7 +104,6 @@ class QrelsSource(DataSource):
         for name in ("topics", "qrels"):
             if not getattr(config.data, name):
                 raise ConfigError(f"data.{name}", "is required")
-        super().check_config(config)
 
     def load(self) -> TrainData:
         """Positives not in the corpus are skipped (with a note on stderr); topics without positives are unused."""

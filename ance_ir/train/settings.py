@@ -182,9 +182,9 @@ class LossSection(Section):
 @dataclass
 class RefreshSection(Section):
     section = "refresh"
-    every: int = _opt(500, "save a checkpoint every N steps; each is refreshed/evaluated (0: never). The dual-encoder "
-                           "tasks (contrastive and its kin) refresh; the others refuse it (their checkpoints: "
-                           "save_every)", "refresh_every")
+    every: int = _opt(500, "save a checkpoint every N steps; each is refreshed/evaluated (0: never). Read by the "
+                           "tasks with the refresh hook (contrastive, tas, tas-b, mebert, poly-encoder, moco); the "
+                           "others refuse it (their checkpoints: save_every)", "refresh_every")
     mode: str = _opt("async", "async: an inferencer process refreshes while training goes on; sync: training "
                               "waits for each refresh (exactly reproducible)", "refresh_mode")
     max_staleness: int | None = _opt(None, "async: wait when the negatives are more than N steps old",
