@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ance_ir.cli import CLI_ERRORS, error_message
 from ance_ir.data import atomic_write, sha256_file
@@ -26,6 +26,8 @@ from ance_ir.encode.corpus_encoder import Shard
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    import torch
 
     from ance_ir.index import DenseIndex
 
@@ -74,7 +76,7 @@ def shard_output(output: str | Path, shard: Shard) -> Path:
     return shards_folder(output) / f"{shard.index}-of-{shard.count}"
 
 
-def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder: Any) -> bool:
+def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder: torch.nn.Module) -> bool:
     """Whether ``folder`` holds this very shard (same corpus, encoder and its weights, settings and precision) from
     an earlier attempt. The corpus and the weights are hashed only when everything else matches."""
     from ance_ir.modeling.inference import model_precision, weights_sha256
