@@ -132,6 +132,8 @@ GROUPS = "output: runs/x\ncorpus: c.jsonl\ndata: {source: groups, groups: g.json
     (REQUIRED + "groups: g.jsonl\n", 5, "data.groups", "data source 'qrels' does not read it"),
     (GROUPS + "min_positive_grade: 2\n", 4, "data.min_positive_grade", "data source 'groups'"),
     (GROUPS + "train_topics: t.tsv\n", 4, "data.topics", "data source 'groups'"),
+    (GROUPS + "negative_exclude_grade: 2\n", 4, "data.negative_exclude_grade", "the groups source excludes judged "
+     "passages by data.qrels, which is not set"),
     ("output: o\ncorpus: c\ndata: ict\ntrain_qrels: q.txt\nnegatives: inbatch\n", 4, "data.qrels",
      "data source 'ict'"),
 ])

@@ -22,7 +22,7 @@ from ance_ir.data.corpus import Passage
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
 from ance_ir.train.loss import LOSSES
 from ance_ir.train.registry import Registry
-from ance_ir.train.settings import ConfigError
+from ance_ir.train.settings import ConfigError, DataSection
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -171,8 +171,13 @@ class GroupsSource(DataSource):
 
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
-        if not config.data.groups:
+        d = config.data
+        if not d.groups:
             raise ConfigError("data.groups", "is required by the groups data source")
+        if not d.qrels and d.negative_exclude_grade != DataSection().negative_exclude_grade:
+            raise ConfigError("data.negative_exclude_grade", f"is set ({d.negative_exclude_grade}) but not used: the "
+                                                             "groups source excludes judged passages by data.qrels, "
+                                                             "which is not set")
 
     def load(self) -> TrainData:
         from ance_ir.data.groups import read_groups
