@@ -115,8 +115,8 @@ def test_the_task_resumes_exactly(toy, tmp_path):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"in_batch": True}, "task.in_batch: a generator is trained on"),
-    ({"eval_topics": "topics.tsv"}, "refresh.eval_topics: a generator retrieves nothing"),
+    ({"in_batch": True}, "task.in_batch: is set .* but not used: a generator is trained on"),
+    ({"eval_topics": "topics.tsv"}, "refresh.eval_topics: is set .* but not used: a generator retrieves nothing"),
     ({"pooling": "mean"}, "model.pooling: is a dual-encoder setting"),
     ({"kind": "dense"}, "task 'generator' trains 'generator' models"),
     ({"loss": "bce"}, "loss.name: task 'generator' trains with its own loss"),

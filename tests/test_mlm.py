@@ -136,7 +136,8 @@ def test_a_stopped_run_resumes_exactly(toy, tmp_path):
     ({"task.mask_share": 0.8, "task.random_share": 0.3}, "task.random_share: mask_share + random_share"),
     ({"task.max_length": 2}, "task.max_length: must be at least 3"),
     ({"task.head_warmup_steps": -1}, "task.head_warmup_steps: must not be negative, got -1"),
-    ({"eval_topics": "TOPICS"}, "refresh.eval_topics: task mlm trains no retrieval model"),
+    ({"eval_topics": "TOPICS"}, "(its checkpoints: save_every); evaluate its final/ model with python -m "
+                                "ance_ir.encode --encoder RUN"),
     ({"task.name": "contrastive"}, "data.source: corpus brings passages and no (query, positive) pairs"),
     ({"loss": "bce"}, "loss.name: task 'mlm' trains with its own loss"),
 ])

@@ -119,10 +119,12 @@ GROUPS = "output: runs/x\ncorpus: c.jsonl\ndata: {source: groups, groups: g.json
      "task 'cross-encoder' neither refreshes nor evaluates"),
     ("output: o\ncorpus: c\ntask: mlm\ndata: {source: corpus}\nrefresh: {hits: 10}\n", 5, "refresh.hits",
      "task 'mlm' neither refreshes"),
-    (REQUIRED + "task: generator\nnegatives: bm25\n", 6, "negatives.name", "task 'generator' samples no negatives"),
+    (REQUIRED + "task: generator\nnegatives: bm25\n", 6, "negatives.name", "a generator is trained on \\(passage, "
+     "query\\) pairs alone, without negatives"),
+    (REQUIRED + "task: mlm\nnegatives: bm25\n", 6, "negatives.name", "task 'mlm' samples no negatives"),
     (REQUIRED + "task: {name: deepct, n_negatives: 3}\n", 5, "task.n_negatives", "task 'deepct' samples no negatives"),
     (REQUIRED + "task: {name: adore, index: idx}\nnegatives: {denoise_above: 3.0}\n", 6, "negatives.denoise_above",
-     "task 'adore' samples no negatives"),
+     "ADORE's negatives are each query's retrieved passages"),
     (REQUIRED + "task: generator\nloss: {temperature: 0.05}\n", 6, "loss.temperature",
      "task 'generator' trains with its own loss \\(the query tokens' cross-entropy\\)"),
     (REQUIRED + "negatives: {name: bm25, file: n.tsv}\n", 5, "negatives.file", "sampler 'bm25' does not use it"),
@@ -136,6 +138,12 @@ GROUPS = "output: runs/x\ncorpus: c.jsonl\ndata: {source: groups, groups: g.json
      "passages by data.qrels, which is not set"),
     ("output: o\ncorpus: c\ndata: ict\ntrain_qrels: q.txt\nnegatives: inbatch\n", 4, "data.qrels",
      "data source 'ict'"),
+    ("output: o\ncorpus: c\ntask: {name: mlm, passage_buckets: 2}\ndata: corpus\n", 3, "task.passage_buckets",
+     "task 'mlm' does not split its passages"),
+    (REQUIRED + "task: {name: splade, passage_buckets: 2}\nnegatives: bm25\n", 5, "task.passage_buckets",
+     "task 'splade'"),
+    # refused as unused before the sampler's own check would ask for its file
+    ("output: o\ncorpus: c\ntask: mlm\ndata: corpus\nnegatives: static\n", 5, "negatives.name", "task 'mlm'"),
 ])
 def test_a_setting_no_component_reads_is_refused(tmp_path, text, line, setting, reader):
     path = _file(tmp_path, text)
@@ -143,17 +151,27 @@ def test_a_setting_no_component_reads_is_refused(tmp_path, text, line, setting, 
         build_config(path, {})
 
 
-def test_settings_the_components_read_and_defaults_given_again_pass(tmp_path):
+def test_settings_read_or_at_their_default_in_a_file_pass_and_a_flag_for_an_unused_one_does_not(tmp_path):
     for text in (REQUIRED + "refresh: {every: 0}\n",  # contrastive refreshes
                  REQUIRED + "negatives: {name: bm25, bm25_index: idx, depth: 50}\n",
                  REQUIRED + "negatives: {name: static, file: n.tsv}\n",
                  GROUPS + "train_qrels: q.txt\nnegative_exclude_grade: 2\n",
                  REQUIRED + "task: cross-encoder\nnegatives: bm25\nrefresh: {every: 500, mode: async}\n"):
         build_config(_file(tmp_path, text), {})
-    with pytest.raises(ValueError, match="^--refresh-every: refresh.every: is set \\(0\\) but not used: task "
-                                         "'cross-encoder'"):
-        parse_args(["--config", str(_file(tmp_path, REQUIRED + "task: cross-encoder\nnegatives: bm25\n")),
-                    "--refresh-every", "0"])
+    cross = str(_file(tmp_path, REQUIRED + "task: cross-encoder\nnegatives: bm25\n", "cross.yaml"))
+    for value in ("0", "500"):  # a flag is refused at the default too
+        with pytest.raises(ValueError, match=f"^--refresh-every: refresh.every: is set \\({value}\\) but not used: "
+                                             "task 'cross-encoder'"):
+            parse_args(["--config", cross, "--refresh-every", value])
+    with pytest.raises(ValueError, match="^--set task.passage_buckets: is set \\(4\\) but not used"):
+        parse_args(["--config", cross, "--task", "generator", "--set", "task.passage_buckets=4"])
+    parse_args(["--config", cross, "--passage-buckets", "4"])  # the cross-encoder splits its passages
+    # a flag setting a file's (or an earlier flag's) value back to the default clears it
+    config, _ = parse_args(["--config", str(_file(tmp_path, REQUIRED + "task: cross-encoder\nnegatives: bm25\n"
+                                                            "refresh: {every: 0}\n")), "--refresh-every", "500"])
+    assert config.refresh.every == 500
+    config, _ = parse_args(["--config", cross, "--negatives-file", "n.tsv", "--set", "negatives.file=null"])
+    assert config.negatives.file is None
 
 
 def test_a_saved_config_is_not_refused_for_settings_nothing_reads(tmp_path):

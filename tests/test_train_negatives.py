@@ -28,8 +28,7 @@ DOCIDS = [f"d{i}" for i in range(1, 9)]
 
 def _config(toy_collection, tmp_path, **settings):
     values = {"output": str(tmp_path / "run"), "corpus": str(toy_collection["corpus"]),
-              "train_topics": str(toy_collection["topics"]), "train_qrels": str(toy_collection["qrels"]),
-              "min_positive_grade": 1, **settings}
+              "train_topics": str(toy_collection["topics"]), "train_qrels": str(toy_collection["qrels"]), **settings}
     return build_config(None, values)
 
 

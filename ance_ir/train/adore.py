@@ -65,6 +65,8 @@ class AdoreTask(TrainingTask):
     options = {"index": None, "depth": 200, "cutoff": 10}
     own_loss = "pairwise, LambdaRank-weighted over its retrieved negatives; loss.temperature applies"
     reads = frozenset({"loss"})  # its temperature
+    why_unread = {"negatives": "ADORE's negatives are each query's retrieved passages, all of them (task.depth)"}
+    evaluate_with = "python -m ance_ir.search --index INDEX (its index is fixed while it trains)"
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -103,15 +105,6 @@ class AdoreTask(TrainingTask):
                                                  f"integer, got {value!r}")
         if config.model.kind not in (None, "dense"):
             raise ConfigError("model.kind", f"ADORE trains dense dual encoders, got {config.model.kind!r}")
-        if config.task.in_batch:
-            raise ConfigError("task.in_batch", "ADORE's negatives are each query's retrieved passages; it has no "
-                                               "in-batch negatives")
-        if config.task.n_negatives != 1:
-            raise ConfigError("task.n_negatives", "ADORE takes every retrieved negative (task.depth), not "
-                                                  "task.n_negatives")
-        if config.refresh.eval_topics:
-            raise ConfigError("refresh.eval_topics", "ADORE refreshes nothing (its index is fixed); evaluate its "
-                                                     "final/ model with python -m ance_ir.search --index INDEX")
 
     @property
     def module(self) -> torch.nn.Module:

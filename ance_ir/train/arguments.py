@@ -228,11 +228,13 @@ def _assign(config: TrainConfig, qualified: str, value: Any) -> None:
 def build_config(path: str | Path | None, overrides: dict[str, Any], unused: bool = True) -> TrainConfig:
     """Defaults, then the settings file at ``path`` (if any), then ``overrides`` (flag values by legacy name,
     or qualified ``section.key`` names); then every section and the chosen components are checked (``unused``:
-    settings the components ignore are refused too)."""
+    settings the components ignore are refused too: one changed from its default, or named by a flag unless the
+    flag sets an earlier value back to the default; a file's may be a run's saved record of every setting)."""
     config = TrainConfig()
     lines: dict[str, int] = {}
-    given: set[str] = set()
+    given: set[str] = set()  # by the file
     flags: dict[str, str] = {}
+    cleared: set[str] = set()  # flags over an earlier value: refused unused only if not back at the default
     if path is not None:
         data, raw_lines = read_config_file(path)
         for key, value in data.items():
@@ -259,13 +261,15 @@ def build_config(path: str | Path | None, overrides: dict[str, Any], unused: boo
             _assign(config, qualified, value)
         except (KeyError, ConfigError) as e:
             raise ValueError(_flag_error(flag, qualified, e.args[0] if isinstance(e, KeyError) else str(e))) from None
+        if qualified in given or qualified in flags:
+            cleared.add(qualified)
         given.discard(qualified)
         flags[qualified] = flag
     try:
         config.check()
         from ance_ir.train.components import check_components
 
-        check_components(config, unused)
+        check_components(config, flags.keys() - cleared if unused else None)
     except ConfigError as e:
         if e.name in given and path is not None:
             raise InputError(path, str(e), lines.get(e.name)) from None

@@ -97,7 +97,8 @@ class ColBERTTask(GroupTask):
     model_kind = "colbert"
     not_gathered = "token vectors"
     no_refresh = ("the colbert task builds no index during training (use bm25, dpr, groups, candidates, static or "
-                  "random)", "encode and search")
+                  "random)")
+    evaluate_with = "encode and search"
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)

@@ -1,16 +1,17 @@
 """Checking a config's components: each section's chosen name is registered, its options are the ones the
 component declares (completed with their defaults), the components agree with each other, and no setting they
-all ignore has been changed from its default.
+all ignore is changed from its default (or named by a flag).
 
 A component declares ``options`` (name -> default), may check the whole config in ``check_config`` and may say
-which settings it ``reads`` (a task: which of the ``negatives``, ``refresh`` and ``loss`` sections; a sampler: which
-``negatives`` settings; a data source: which ``data`` settings). A candidate source's options are the keyword
-parameters of its constructor.
+which settings it ``reads`` (a task: which of the ``negatives``, ``refresh`` and ``loss`` sections, and whether
+``task.passage_buckets``; a sampler: which ``negatives`` settings; a data source: which ``data`` settings). A
+candidate source's options are the keyword parameters of its constructor.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ance_ir.plugins import load_plugins
@@ -80,21 +81,25 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
     unused = {**_unread(config.negatives, sampler.reads, ("name",), f"sampler {sampler.name!r} does not use it"),
               **_unread(config.data, data.reads, ("source", "corpus"), f"data source {data.name!r} does not read it")}
     if task.reads is not None:
+        evaluate = f"; evaluate its final/ model with {task.evaluate_with}" if task.evaluate_with else ""
         for section, why in ((config.negatives, "samples no negatives"),
                              (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
-                                              "checkpoints: save_every)"),
+                                              f"checkpoints: save_every){evaluate}"),
                              (config.loss, f"trains with its own loss ({task.own_loss})")):
             if section.section not in task.reads:
                 names = [*section_fields(type(section)), *getattr(section, "options", {})]
-                unused.update({section.qualified(n): f"task {task.name!r} {why}" for n in names})
+                reason = task.why_unread.get(section.section, f"task {task.name!r} {why}")
+                unused.update({section.qualified(n): reason for n in names})
         if "negatives" not in task.reads:  # nor the task settings that say how they are drawn
-            unused.update({f"task.{name}": f"task {task.name!r} samples no negatives" for name in DRAWING})
+            unused.update({f"task.{name}": unused["negatives.name"] for name in DRAWING})
+        if "passage_buckets" not in task.reads:
+            unused["task.passage_buckets"] = f"task {task.name!r} does not split its passages into sub-batches"
     return unused
 
 
-def check_unused(config: TrainConfig) -> None:
-    """ConfigError on the first setting that none of the chosen components reads but differs from its default
-    (one given at its default cannot be told from one not given, and is let through)."""
+def check_unused(config: TrainConfig, flagged: Collection[str] = ()) -> None:
+    """ConfigError on the first setting that none of the chosen components reads and that differs from its
+    default, or is ``flagged`` (named by a flag) with a value (None, "not set", is no claim to be read)."""
     from ance_ir.train.loss import LOSSES
 
     unused = unused_settings(config)
@@ -105,13 +110,14 @@ def check_unused(config: TrainConfig) -> None:
                    for name, value in getattr(section, "options", {}).items()}
         for name, (value, default) in values.items():
             qualified = section.qualified(name)
-            if qualified in unused and value != default:
+            if qualified in unused and (value != default or qualified in flagged and value is not None):
                 raise ConfigError(qualified, f"is set ({value!r}) but not used: {unused[qualified]}")
 
 
-def check_components(config: TrainConfig, unused: bool = True) -> None:
+def check_components(config: TrainConfig, flagged: Collection[str] | None = ()) -> None:
     """Import the config's plugins, then check every component it names; ConfigError on the first problem.
-    ``unused``: also refuse settings no component reads (:func:`check_unused`; off for a run's saved config)."""
+    Settings no component reads are refused last (:func:`check_unused`, ``flagged`` the settings flags name);
+    ``flagged`` None: not at all (a run's saved config)."""
     import ance_ir.pretrain_data  # noqa: F401 - registers the pretraining data sources
     import ance_ir.train.adore  # noqa: F401 - registers the built-in tasks
     import ance_ir.train.colbert  # noqa: F401
@@ -185,5 +191,5 @@ def check_components(config: TrainConfig, unused: bool = True) -> None:
         setting = "loss.name" if renamed else f"loss.{next(iter(config.loss.options))}"
         raise ConfigError(setting, f"task {task.name!r} trains with its own loss ({task.own_loss}); loss.name "
                                    "and a loss's options are not used")
-    if unused:
-        check_unused(config)
+    if flagged is not None:
+        check_unused(config, flagged)

@@ -74,13 +74,13 @@ class GroupTask(TrainingTask):
     model inputs (:meth:`collate`) and scores it.
     """
 
-    #: for a task whose model has no ANN index during training: why (ends a refused setting's message) and how to
-    #: evaluate its ``final/`` model instead; refreshed negatives and ``refresh.eval_topics`` are then refused
-    no_refresh: ClassVar[tuple[str, str] | None] = None
+    #: for a task whose model has no ANN index during training: why (ends a refused setting's message);
+    #: refreshed negatives and ``refresh.eval_topics`` are then refused (see ``evaluate_with``)
+    no_refresh: ClassVar[str | None] = None
     #: for a task whose in-batch scoring stays within its process: what it does not gather ("token vectors");
     #: in_batch with cross_batch under torchrun is then refused
     not_gathered: ClassVar[str | None] = None
-    reads = frozenset({"negatives", "loss"})
+    reads = frozenset({"negatives", "loss", "passage_buckets"})
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
@@ -103,12 +103,12 @@ class GroupTask(TrainingTask):
     def check_config(cls, config: Any) -> None:
         sampler = NEGATIVE_STRATEGIES.lookup(config.negatives.name, "negatives.name")
         if cls.no_refresh:
-            reason, evaluate = cls.no_refresh
             if sampler.refreshed:
                 raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index of the model "
-                                                    f"being trained; {reason}")
+                                                    f"being trained; {cls.no_refresh}")
             if config.refresh.eval_topics:
-                raise ConfigError("refresh.eval_topics", f"{reason}; evaluate its final/ model with {evaluate}")
+                raise ConfigError("refresh.eval_topics", f"{cls.no_refresh}; evaluate its final/ model with "
+                                                         f"{cls.evaluate_with}")
         sampler.check_config(config)
 
     def start_events(self) -> list[dict[str, Any]]:
@@ -181,7 +181,7 @@ class ContrastiveTask(GroupTask):
 
     name = "contrastive"
     grad_cache = True
-    reads = frozenset({"negatives", "refresh", "loss"})
+    reads = frozenset({"negatives", "refresh", "loss", "passage_buckets"})
     options = {"mlm_weight": 0.0}
     #: ``(queries, passages, group_size, in_batch, mask, teacher) -> GroupScores`` (dot products; a task scoring
     #: another kind's representations replaces it)

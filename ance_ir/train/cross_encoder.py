@@ -84,8 +84,8 @@ class CrossEncoderTask(GroupTask):
 
     name = "cross-encoder"
     model_kind = "cross-encoder"
-    no_refresh = ("a cross-encoder has none (use bm25, groups, candidates, static or random)",
-                  "python -m ance_ir.rerank")
+    no_refresh = "a cross-encoder has none (use bm25, groups, candidates, static or random)"
+    evaluate_with = "python -m ance_ir.rerank"
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)

@@ -31,6 +31,9 @@ class GeneratorTask(TrainingTask):
     model_kind = "generator"
     own_loss = "the query tokens' cross-entropy"
     reads = frozenset()
+    why_unread = {"negatives": "a generator is trained on (passage, query) pairs alone, without negatives",
+                  "refresh": "a generator retrieves nothing to evaluate; measure its perplexity (QueryGenerator."
+                             "perplexity) or expand a corpus with it (python -m ance_ir.expand) and search that"}
 
     def __init__(self, ctx: TaskContext, model: QueryGenerator):
         super().__init__(ctx, model)
@@ -44,13 +47,6 @@ class GeneratorTask(TrainingTask):
             if getattr(config.model, name) is not None:
                 raise ConfigError(f"model.{name}", "is a dual-encoder setting; a generator takes "
                                                    "model.query_max_length and model.passage_max_length")
-        if config.task.in_batch:
-            raise ConfigError("task.in_batch", "a generator is trained on (passage, query) pairs alone: it has no "
-                                               "in-batch negatives")
-        if config.refresh.eval_topics:
-            raise ConfigError("refresh.eval_topics", "a generator retrieves nothing to evaluate; measure its "
-                                                     "perplexity (QueryGenerator.perplexity) or expand a corpus "
-                                                     "with it (python -m ance_ir.expand) and search that")
 
     @property
     def module(self) -> torch.nn.Module:

@@ -142,6 +142,7 @@ class MLMTask(TrainingTask):
     model_kind = "mlm"
     own_loss = "the masked tokens' cross-entropy"
     reads = frozenset()
+    evaluate_with = "python -m ance_ir.encode --encoder RUN, as a dense model, zero-shot"
     needs_pairs = False
     options = {"mlm_probability": 0.15, "mask_share": 0.8, "random_share": 0.1, "max_length": 256,
                "head_warmup_steps": 0}
@@ -174,10 +175,6 @@ class MLMTask(TrainingTask):
             raise ConfigError("task.head_warmup_steps", f"must not be negative, got {o['head_warmup_steps']}")
         if o["max_length"] < 3:
             raise ConfigError("task.max_length", f"must be at least 3 tokens, got {o['max_length']}")
-        if config.refresh.eval_topics:
-            raise ConfigError("refresh.eval_topics", "task mlm trains no retrieval model; encode its final/ as a "
-                                                     "dense model (python -m ance_ir.encode --encoder RUN) to "
-                                                     "evaluate it zero-shot")
 
     @property
     def module(self) -> torch.nn.Module:

@@ -265,6 +265,12 @@ class StaticNegatives(CandidateNegatives):
     reads = frozenset({"depth", "file"})
 
     @classmethod
+    def check_config(cls, config: TrainConfig) -> None:
+        super().check_config(config)
+        if not config.negatives.file:
+            raise ConfigError("negatives.file", "is required by the static sampler")
+
+    @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
         candidates = read_negatives_file(config.negatives.file, frozenset(data.docids))
         return cls(data.docids, candidates, config.negatives.depth)

@@ -24,8 +24,8 @@ class PolyEncoderTask(ContrastiveTask):
 
     name = "poly-encoder"
     model_kind = "poly-encoder"
-    no_refresh = ("a poly-encoder has none (use bm25, dpr, inbatch, groups, candidates, static or random)",
-                  "python -m ance_ir.rerank")
+    no_refresh = "a poly-encoder has none (use bm25, dpr, inbatch, groups, candidates, static or random)"
+    evaluate_with = "python -m ance_ir.rerank"
     score_groups = staticmethod(functools.partial(scored_groups, poly_scores))
 
     @classmethod

@@ -156,8 +156,6 @@ class NegativesSection(Section):
 
     def check(self) -> None:
         self._at_least(1, "depth")
-        if self.name == "static" and not self.file:
-            raise ConfigError(self.qualified("file"), "is required by the static sampler")
 
 
 @dataclass

@@ -71,9 +71,15 @@ class TrainingTask(ABC):
     #: the loss the task computes itself, for the message refusing a ``loss.name`` (or a loss's options) it would
     #: ignore; None: the task uses the configured loss
     own_loss: ClassVar[str | None] = None
-    #: which of the ``negatives``, ``refresh`` and ``loss`` sections the task reads; a setting of another that
-    #: differs from its default is refused as unused (None: the task reads them all)
+    #: which of the ``negatives``, ``refresh`` and ``loss`` sections (and ``passage_buckets``: the task setting
+    #: of its passage batches) the task reads; a setting of another is refused as unused (None: it reads them all)
     reads: ClassVar[frozenset[str] | None] = None
+    #: why the task reads none of a section's settings (``negatives`` or ``refresh`` -> reason), for the message
+    #: refusing one, where the generic reason says less
+    why_unread: ClassVar[dict[str, str]] = {}
+    #: how to evaluate the ``final/`` model of a task that evaluates nothing while it trains (ends the message
+    #: refusing ``refresh.eval_topics``)
+    evaluate_with: ClassVar[str | None] = None
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         self.ctx, self.model = ctx, model
