@@ -19,6 +19,7 @@ from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
 from ance_ir.modeling.mlm import MaskedLM
 from ance_ir.train import list_checkpoints, train
+from ance_ir.train.arguments import build_config
 from ance_ir.train.checkpoint import load_trainer_state
 from ance_ir.train.layout import RunDir
 from ance_ir.train.mlm import IGNORE, Masking, TokenMasker
@@ -116,17 +117,21 @@ def test_the_loss_goes_down_and_the_result_is_a_dense_backbone(toy, tmp_path):
     assert len(training_records(contrastive)) == 2
 
 
-def test_a_stopped_run_resumes_exactly(toy, tmp_path):
+def test_a_stopped_run_resumes_exactly(toy, tmp_path, capsys):
     straight, paused = tmp_path / "straight", tmp_path / "paused"
     train(toy_config(toy, straight, **settings(toy)))
     train(toy_config(toy, paused, stop_at=4, **settings(toy)))
+    capsys.readouterr()
     train(toy_config(toy, paused, **settings(toy)))
+    assert "resuming with new stop_at\n" in capsys.readouterr().err  # not passage_buckets, which it does not read
     mine, theirs = load_file(RunDir(paused).final / "model.safetensors"), load_file(
         RunDir(straight).final / "model.safetensors")
     assert mine.keys() == theirs.keys()
     for name, tensor in theirs.items():
         assert torch.equal(mine[name], tensor), name
     assert [r["loss"] for r in training_records(paused)] == [r["loss"] for r in training_records(straight)]
+    # the run's config.json trains again as a config file: nothing it records is a setting the task ignores
+    assert build_config(RunDir(paused).config, {}).task.passage_buckets is None
 
 
 @pytest.mark.parametrize(("changes", "message"), [

@@ -81,10 +81,9 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
     unused = {**_unread(config.negatives, sampler.reads, ("name",), f"sampler {sampler.name!r} does not use it"),
               **_unread(config.data, data.reads, ("source", "corpus"), f"data source {data.name!r} does not read it")}
     if task.reads is not None:
-        evaluate = f"; evaluate its final/ model with {task.evaluate_with}" if task.evaluate_with else ""
         for section, why in ((config.negatives, "samples no negatives"),
                              (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
-                                              f"checkpoints: save_every){evaluate}"),
+                                              f"checkpoints: save_every){task.evaluate_hint()}"),
                              (config.loss, f"trains with its own loss ({task.own_loss})")):
             if section.section not in task.reads:
                 names = [*section_fields(type(section)), *getattr(section, "options", {})]

@@ -107,8 +107,7 @@ class GroupTask(TrainingTask):
                 raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index of the model "
                                                     f"being trained; {cls.no_refresh}")
             if config.refresh.eval_topics:
-                raise ConfigError("refresh.eval_topics", f"{cls.no_refresh}; evaluate its final/ model with "
-                                                         f"{cls.evaluate_with}")
+                raise ConfigError("refresh.eval_topics", f"{cls.no_refresh}{cls.evaluate_hint()}")
         sampler.check_config(config)
 
     def start_events(self) -> list[dict[str, Any]]:

@@ -65,8 +65,8 @@ class DataSource(ABC):
     teacher_scores: ClassVar[bool] = False
     #: whether the source can bring negatives (``TrainData.negatives``), which the ``groups`` sampler draws from
     brings_negatives: ClassVar[bool] = False
-    #: the ``data`` settings besides ``source`` and ``corpus`` the source reads; another that differs from its
-    #: default is refused as unused (None: all of them)
+    #: the ``data`` settings besides ``source`` and ``corpus`` the source reads; another is refused as unused
+    #: where it differs from its default or a flag names it (None: all of them)
     reads: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, config: TrainConfig):

@@ -44,8 +44,8 @@ class NegativeSampler(ABC):
     forces_in_batch: ClassVar[bool] = False  # True: in-batch negatives are always on
     refreshed: ClassVar[bool] = False  # True: candidates come from ANN refreshes of the model being trained
     options: ClassVar[dict[str, Any]] = {}
-    #: the ``negatives`` settings besides ``name`` the sampler reads; another that differs from its default is
-    #: refused as unused (None: all of them)
+    #: the ``negatives`` settings besides ``name`` the sampler reads; another is refused as unused where it differs
+    #: from its default or a flag names it (None: all of them)
     reads: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, docids: Sequence[str]):
@@ -267,11 +267,16 @@ class StaticNegatives(CandidateNegatives):
     @classmethod
     def check_config(cls, config: TrainConfig) -> None:
         super().check_config(config)
+        cls._require_file(config)
+
+    @staticmethod
+    def _require_file(config: TrainConfig) -> None:
         if not config.negatives.file:
             raise ConfigError("negatives.file", "is required by the static sampler")
 
     @classmethod
     def create(cls, config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
+        cls._require_file(config)  # also for a plugin task that does not call check_config
         candidates = read_negatives_file(config.negatives.file, frozenset(data.docids))
         return cls(data.docids, candidates, config.negatives.depth)
 

@@ -74,8 +74,8 @@ class TrainingTask(ABC):
     #: which of the ``negatives``, ``refresh`` and ``loss`` sections (and ``passage_buckets``: the task setting
     #: of its passage batches) the task reads; a setting of another is refused as unused (None: it reads them all)
     reads: ClassVar[frozenset[str] | None] = None
-    #: why the task reads none of a section's settings (``negatives`` or ``refresh`` -> reason), for the message
-    #: refusing one, where the generic reason says less
+    #: why the task reads none of a section's settings (``negatives``, ``refresh`` or ``loss`` -> reason), for the
+    #: message refusing one, where the generic reason says less
     why_unread: ClassVar[dict[str, str]] = {}
     #: how to evaluate the ``final/`` model of a task that evaluates nothing while it trains (ends the message
     #: refusing ``refresh.eval_topics``)
@@ -83,6 +83,16 @@ class TrainingTask(ABC):
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         self.ctx, self.model = ctx, model
+
+    @classmethod
+    def reads_setting(cls, name: str) -> bool:
+        """Whether the task reads ``name``: a section of :attr:`reads`, or ``passage_buckets``."""
+        return cls.reads is None or name in cls.reads
+
+    @classmethod
+    def evaluate_hint(cls) -> str:
+        """``"; evaluate its final/ model with ..."`` (:attr:`evaluate_with`) to end a refusal, or ``""``."""
+        return f"; evaluate its final/ model with {cls.evaluate_with}" if cls.evaluate_with else ""
 
     @classmethod  # noqa: B027 - optional; most tasks need nothing
     def check_config(cls, config: TrainConfig) -> None:

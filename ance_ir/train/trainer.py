@@ -51,7 +51,7 @@ from ance_ir.train.modeling import GROUPS, grad_norm, layer_groups
 from ance_ir.train.optim import Precision, build_optimizer, linear_schedule
 from ance_ir.train.refresh import eval_set
 from ance_ir.train.runlog import RunLog
-from ance_ir.train.task import TaskContext, build_task
+from ance_ir.train.task import TASKS, TaskContext, build_task
 
 
 def _say(message: str) -> None:
@@ -121,7 +121,7 @@ class Trainer:
         start = latest_checkpoint(self.run)
         if resume and start is None:
             raise ValueError(f"{self.run.root}: no checkpoint to resume from")
-        if config.task.passage_buckets is None:
+        if config.task.passage_buckets is None and TASKS[config.task.name].reads_setting("passage_buckets"):
             config.task.passage_buckets = self._default_passage_buckets(start)
         fresh = start is None and not self.run.root.exists()
         if self.dist.is_main:
@@ -187,9 +187,10 @@ class Trainer:
         return device_passage_buckets(self.device)
 
     def _saved_config(self) -> TrainConfig:
-        """The run folder's ``config.json``; one recorded before ``passage_buckets`` existed ran one passage batch."""
+        """The run folder's ``config.json``; one recorded before ``passage_buckets`` existed ran one passage batch
+        (where the task reads it)."""
         saved = TrainConfig.load(self.run.config)
-        if saved.task.passage_buckets is None:
+        if saved.task.passage_buckets is None and TASKS[saved.task.name].reads_setting("passage_buckets"):
             saved.task.passage_buckets = 1
         return saved
 
