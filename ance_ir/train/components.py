@@ -80,19 +80,18 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
     data = DATA_SOURCES[config.data.source]
     unused = {**_unread(config.negatives, sampler.reads, ("name",), f"sampler {sampler.name!r} does not use it"),
               **_unread(config.data, data.reads, ("source", "corpus"), f"data source {data.name!r} does not read it")}
-    if task.reads is not None:
-        for section, why in ((config.negatives, "samples no negatives"),
-                             (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
-                                              f"checkpoints: save_every){task.evaluate_hint()}"),
-                             (config.loss, f"trains with its own loss ({task.own_loss})")):
-            if section.section not in task.reads:
-                names = [*section_fields(type(section)), *getattr(section, "options", {})]
-                reason = task.why_unread.get(section.section, f"task {task.name!r} {why}")
-                unused.update({section.qualified(n): reason for n in names})
-        if "negatives" not in task.reads:  # nor the task settings that say how they are drawn
-            unused.update({f"task.{name}": unused["negatives.name"] for name in DRAWING})
-        if "passage_buckets" not in task.reads:
-            unused["task.passage_buckets"] = f"task {task.name!r} does not split its passages into sub-batches"
+    for section, why in ((config.negatives, "samples no negatives"),
+                         (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
+                                          f"checkpoints: save_every){task.evaluate_hint()}"),
+                         (config.loss, f"trains with its own loss ({task.own_loss})")):
+        if not task.reads_setting(section.section):
+            names = [*section_fields(type(section)), *getattr(section, "options", {})]
+            reason = task.why_unread.get(section.section, f"task {task.name!r} {why}")
+            unused.update({section.qualified(n): reason for n in names})
+    if not task.reads_setting("negatives"):  # nor the task settings that say how they are drawn
+        unused.update({f"task.{name}": unused["negatives.name"] for name in DRAWING})
+    if not task.reads_setting("passage_buckets"):
+        unused["task.passage_buckets"] = f"task {task.name!r} does not split its passages into sub-batches"
     return unused
 
 
