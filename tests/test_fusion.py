@@ -1,4 +1,4 @@
-"""Fusion agrees with Pyserini: HybridSearcher's min-fill interpolation and pyserini.fusion's RRF."""
+"""Fusion agrees with Pyserini: HybridSearcher's min-fill interpolation, pyserini.fusion's RRF and averaging."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from ance_ir.data import read_run, write_run
-from ance_ir.fusion import interpolate, reciprocal_rank_fusion
+from ance_ir.fusion import average, interpolate, reciprocal_rank_fusion
 
 
 def _random_run(seed: int, n: int = 30) -> dict:
@@ -55,6 +55,42 @@ def test_missing_document_takes_the_lists_minimum():
                                               "c": 0.5 * 4 + 0.5 * 0.5})
     only_one = interpolate({"q": [("a", 1.0)]}, {}, 0.5, 0.5)
     assert only_one == {"q": [("a", 0.5)]}
+
+
+def test_average_by_hand():
+    a = {"q": [("x", 9.0), ("y", 8.0), ("z", 5.0)]}
+    b = {"q": [("z", 3.0), ("x", 2.0)]}
+    c = {"q": [("y", 1.0), ("w", 0.0)], "p": [("x", 4.0)]}
+    fused = average([a, b, c])
+    # a document a run lacks takes that run's lowest score for the query; a query a run lacks, 0
+    assert dict(fused["q"]) == pytest.approx({"x": (9 + 2 + 0) / 3, "y": (8 + 2 + 1) / 3, "z": (5 + 3 + 0) / 3,
+                                              "w": (5 + 2 + 0) / 3})
+    assert [d for d, _ in fused["q"]] == ["x", "y", "z", "w"] and fused["p"] == [("x", pytest.approx(4 / 3))]
+    normalized = dict(average([a, b, c], normalize=True)["q"])
+    assert normalized == pytest.approx({"x": (1 + 0 + 0) / 3, "y": (0.75 + 0 + 1) / 3, "z": (0 + 1 + 0) / 3,
+                                        "w": 0.0})
+    assert average([a, b]) == interpolate(a, b, 0.5, 0.5)  # two runs: interpolation at one half each
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_average_matches_pyserini(normalize):
+    """Without normalisation, where every run lists the same documents (Pyserini gives a missing one 0, not the
+    run's lowest score); with it, pyserini.fusion's normalize method, whose scores are the sum, not the mean."""
+    from pyserini.fusion import average as pyserini_average
+    from pyserini.fusion import normalize as pyserini_normalize
+    from pyserini.trectools import TrecRun
+
+    runs = [_random_run(seed) for seed in (1, 2, 3)]
+    if not normalize:
+        runs = [{q: [(f"d{i}", s) for i, (_, s) in enumerate(hits)] for q, hits in run.items()} for run in runs]
+    trec = [TrecRun.from_list([(q, "Q0", d, rank, s, "r") for q, hits in run.items()
+                               for rank, (d, s) in enumerate(hits, start=1)]) for run in runs]
+    theirs = (pyserini_normalize if normalize else pyserini_average)(trec).run_data
+    ours = average(runs, depth=None, k=None, normalize=normalize)
+    for qid in ("q1", "q2"):
+        rows = theirs[theirs["topic"] == qid]
+        assert [d for d, _ in ours[qid]] == list(rows["docid"])
+        assert [s * (3 if normalize else 1) for _, s in ours[qid]] == pytest.approx(list(rows["score"]))
 
 
 def test_rrf_by_hand():
@@ -138,7 +174,7 @@ def test_a_document_twice_in_a_ranking_is_refused(fuse):
 def test_cli(tmp_path):
     write_run(_random_run(1), tmp_path / "a.trec")
     write_run(_random_run(2), tmp_path / "b.trec")
-    for method in ("interpolation", "rrf"):
+    for method in ("interpolation", "average", "rrf"):
         out = tmp_path / f"{method}.trec"
         result = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", str(tmp_path / "a.trec"),
                                  str(tmp_path / "b.trec"), "--method", method, "--hits", "10", "--output", str(out)],
@@ -151,6 +187,13 @@ def test_cli(tmp_path):
                            capture_output=True, text=True)
     assert three.returncode == 2 and "exactly two runs" in three.stderr
     assert not (tmp_path / "x.trec").exists()
+    averaged = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", *[str(tmp_path / f) for f in
+                               ("a.trec", "b.trec", "a.trec")], "--method", "average", "--normalization",
+                               "--output", str(tmp_path / "avg.trec")], capture_output=True, text=True)
+    assert averaged.returncode == 0, averaged.stderr
+    expected = average([_random_run(1), _random_run(2), _random_run(1)], normalize=True)
+    assert {q: [d for d, _ in r] for q, r in read_run(tmp_path / "avg.trec").items()} == \
+        {q: [d for d, _ in r] for q, r in expected.items()}
 
 
 def test_cli_alpha_weights_the_first_run_and_old_depth_flags_still_work(tmp_path, capsys):
@@ -282,3 +325,6 @@ def test_an_interpolation_flag_under_rrf_says_rrf_is_the_default_only_when_it_is
         main([*runs, "--alpha", "0.3"])
     with pytest.raises(ValueError, match=r"--alpha is a setting of --method interpolation, not of rrf$"):
         main([*runs, "--method", "rrf", "--alpha", "0.3"])
+    with pytest.raises(ValueError, match=r"--normalization is a setting of --method interpolation or average, not "
+                                         r"of rrf \(the default method\)$"):
+        main([*runs, "--normalization"])

@@ -1,4 +1,4 @@
-"""``python -m ance_ir.fusion --runs A B --method interpolation|rrf --output R``.
+"""``python -m ance_ir.fusion --runs A B ... --method interpolation|average|rrf --output R``.
 
 interpolation: ``alpha * A + (1 - alpha) * B``, the meaning ``--alpha`` has in every ance-ir CLI: like
 Pyserini's hybrid alpha it weights the sparse run, so give the sparse (BM25) run first (Pyserini scores
@@ -10,6 +10,9 @@ over the judged queries (each fold fused with the alpha best on the others; a qu
 alpha best on all of them), the way to tune on test topics without reporting a tuned-on-test number.
 ``--normalization`` maps each run's scores to [0, 1] per query first (min-max), as Pyserini's hybrid
 ``--normalization``.
+average: the mean of each document's scores over two or more runs (CombSUM over the number of runs; a run missing
+the document gives its lowest score for the query), e.g. several rerankers' scores of the same candidates. With
+``--normalization`` it ranks as ``pyserini.fusion --method normalize``.
 rrf: reciprocal rank fusion, ``sum 1 / (k + rank)``, scored as ``pyserini.fusion`` scores it.
 ``--hits N`` hits are written per query, fused from each run's top max(N, 1000).
 
@@ -39,7 +42,7 @@ from ance_ir.cli import (
 )
 from ance_ir.data import InputError, RunTable, check_run_tag, read_run_table, write_run_table
 from ance_ir.datasets import resolve_qrels
-from ance_ir.fusion import interpolate_tables, reciprocal_rank_fusion_tables
+from ance_ir.fusion import average_tables, interpolate_tables, reciprocal_rank_fusion_tables
 from ance_ir.fusion.fuse import ALPHA_MEANING
 from ance_ir.fusion.tune import DEFAULT_ALPHAS, best_alpha, cross_validated_interpolation, sweep_alpha
 
@@ -49,7 +52,7 @@ DEFAULT_METHOD = "rrf"
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
-    parser.add_argument("--method", choices=["interpolation", "rrf"],
+    parser.add_argument("--method", choices=["interpolation", "average", "rrf"],
                         help=f"how runs are fused (default {DEFAULT_METHOD})")
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is the first of --runs (default 0.5)")
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=positive_int,
                         help="with --tune: choose alpha by this many folds of cross-validation over the judged queries")
     parser.add_argument("--normalization", action="store_true",
-                        help="interpolation: min-max normalise each run's scores per query before weighting them")
+                        help="interpolation, average: min-max normalise each run's scores per query before "
+                             "weighting them")
     parser.add_argument("--rrf-k", "--k-rrf", dest="rrf_k", type=non_negative_int,
                         help="rrf: the constant k in 1 / (k + rank) (default 60)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits written per query (default 1000)")
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"best alpha {alpha:g}")
             fused = interpolate_tables(first, second, alpha, 1 - alpha, depth=depth, k=args.hits,
                                        normalize=args.normalization)
+    elif args.method == "average":
+        fused = average_tables(runs, depth=depth, k=args.hits, normalize=args.normalization)
     else:
         fused = reciprocal_rank_fusion_tables(runs, rrf_k=args.rrf_k, depth=depth, k=args.hits)
     write_run_table(fused, args.output, tag=args.run_tag)
@@ -112,15 +118,20 @@ def _check_method_settings(args: argparse.Namespace) -> None:
     if args.method == "interpolation" and len(args.runs) != 2:
         raise ValueError(f"interpolation needs exactly two runs, got {len(args.runs)}")
     method = args.method or DEFAULT_METHOD
-    if method == "rrf" and len(args.runs) < 2:
-        raise ValueError("rrf needs at least two runs")
-    given = given_flags(args, {"--alpha": "alpha", "--tune": "tune", "--alphas": "alphas", "--folds": "folds",
-                               "--normalization": "normalization"})
-    if method == "rrf" and given:
-        default = "" if args.method else " (the default method)"
-        raise ValueError(f"{given[0]} is a setting of --method interpolation, not of rrf{default}")
-    if args.method == "interpolation" and args.rrf_k is not None:
-        raise ValueError("--rrf-k is a setting of --method rrf, not of interpolation")
+    if method in ("rrf", "average") and len(args.runs) < 2:
+        raise ValueError(f"{method} needs at least two runs")
+    weights = given_flags(args, {"--alpha": "alpha", "--tune": "tune", "--alphas": "alphas", "--folds": "folds"})
+    normalization = given_flags(args, {"--normalization": "normalization"})
+    default = "" if args.method else " (the default method)"
+    if method == "rrf" and weights + normalization:
+        flag = (weights + normalization)[0]
+        owner = "interpolation or average" if flag == "--normalization" else "interpolation"
+        raise ValueError(f"{flag} is a setting of --method {owner}, not of rrf{default}")
+    if method == "average" and weights:
+        raise ValueError(f"{weights[0]} is a setting of --method interpolation, not of average (every run weighs "
+                         "the same)")
+    if method != "rrf" and args.rrf_k is not None:
+        raise ValueError(f"--rrf-k is a setting of --method rrf, not of {method}")
     if args.alpha is not None and args.tune:
         raise ValueError("--alpha and --tune both set the weight: give one")
     if (args.folds is not None or args.alphas is not None) and not args.tune:

@@ -1,14 +1,16 @@
-"""Fusing rankings: score interpolation with minimum-score fill, and reciprocal rank fusion.
+"""Fusing rankings: score interpolation and averaging with minimum-score fill, and reciprocal rank fusion.
 
 Interpolation follows Pyserini's ``HybridSearcher``: a document missing from one list takes that list's
-lowest score for the query. RRF scores as Pyserini's ``pyserini.fusion.reciprocal_rank_fusion`` does. Both work on
-:class:`RunTable` columns (vectorised: runs of millions of hits fuse in seconds, ``docs/bench.md``); ``interpolate``
-and ``reciprocal_rank_fusion`` take and give :data:`Run` dictionaries.
+lowest score for the query; averaging (CombSUM over the number of runs) fills the same way. RRF scores as Pyserini's
+``pyserini.fusion.reciprocal_rank_fusion`` does. All work on :class:`RunTable` columns (vectorised: runs of millions
+of hits fuse in seconds, ``docs/bench.md``); ``interpolate``, ``average`` and ``reciprocal_rank_fusion`` take and give
+:data:`Run` dictionaries.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -30,6 +32,12 @@ def interpolate(first: Run, second: Run, weight_first: float, weight_second: flo
     return {qid: fused.get(qid, []) for qid in dict.fromkeys([*first, *second])}
 
 
+def average(runs: Sequence[Run], depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> Run:
+    """:func:`average_tables` on dictionaries; a query without hits in any run keeps an empty list."""
+    fused = average_tables([RunTable.from_run(run) for run in runs], depth, k, normalize).to_run()
+    return {qid: fused.get(qid, []) for qid in dict.fromkeys(q for run in runs for q in run)}
+
+
 def reciprocal_rank_fusion(runs: list[Run], rrf_k: int = 60, depth: int | None = 1000,
                            k: int | None = 1000) -> Run:
     """:func:`reciprocal_rank_fusion_tables` on dictionaries; a query without hits keeps an empty list."""
@@ -39,17 +47,32 @@ def reciprocal_rank_fusion(runs: list[Run], rrf_k: int = 60, depth: int | None =
 
 def interpolate_tables(first: RunTable, second: RunTable, weight_first: float, weight_second: float,
                        depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> RunTable:
-    """``weight_first * s1 + weight_second * s2`` over the union of each query's top-``depth`` documents.
+    """``weight_first * s1 + weight_second * s2``: :func:`weighted_sum_tables` of two runs."""
+    return weighted_sum_tables([first, second], [weight_first, weight_second], depth, k, normalize)
+
+
+def average_tables(runs: Sequence[RunTable], depth: int | None = 1000, k: int | None = 1000,
+                   normalize: bool = False) -> RunTable:
+    """The mean of the runs' scores (CombSUM over the number of runs): :func:`weighted_sum_tables` with equal
+    weights. With ``normalize`` it ranks as ``pyserini.fusion``'s ``normalize`` method (its scores are these times
+    the number of runs); without, as its ``average`` where every run lists the same documents (Pyserini gives a
+    missing document 0, not the run's lowest score)."""
+    return weighted_sum_tables(runs, [1 / len(runs)] * len(runs), depth, k, normalize)
+
+
+def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], depth: int | None = 1000,
+                        k: int | None = 1000, normalize: bool = False) -> RunTable:
+    """``sum_i weights[i] * s_i`` over the union of each query's top-``depth`` documents of ``runs``.
 
     A document absent from one list gets that list's minimum score for the query (0 if the query has no hits
     there). ``normalize``: each list's scores first mapped to [0, 1] per query, ``(s - min) / (max - min)``, which
     ranks as Pyserini's hybrid ``--normalization`` does (it centres on the midrange: a shift per query). Output is
     sorted by fused score, ties by docid, and cut to ``k``; queries in order of first appearance.
     """
-    heads = [first.head(depth), second.head(depth)]
+    heads = [run.head(depth) for run in runs]
     pairs = _Pairs(heads)
-    sides = []
-    for head, rows in zip(heads, pairs.rows, strict=True):
+    fused = np.zeros(pairs.count)
+    for head, rows, weight in zip(heads, pairs.rows, weights, strict=True):
         fill, span = np.zeros(pairs.queries), np.ones(pairs.queries)  # a query the run lacks fills with 0
         starts = head.starts()
         if len(head):
@@ -61,8 +84,8 @@ def interpolate_tables(first: RunTable, second: RunTable, weight_first: float, w
         side[rows] = head.scores
         if normalize:
             side = (side - fill[pairs.query]) / np.where(span > 0, span, 1.0)[pairs.query]
-        sides.append(side)
-    return pairs.ranked(weight_first * sides[0] + weight_second * sides[1], k)
+        fused += weight * side
+    return pairs.ranked(fused, k)
 
 
 def reciprocal_rank_fusion_tables(runs: list[RunTable], rrf_k: int = 60, depth: int | None = 1000,
