@@ -87,6 +87,7 @@ bench-avx2: $(BENCH_STAMP)
 	AVX2_KERNELS=1 $(BENCH) bench.encode_levers --limit 200 --output docs/bench.md
 	AVX2_KERNELS=1 $(BENCH) bench.encode_throughput --limit 300 --cli-repeats 1 --output docs/bench.md
 	AVX2_KERNELS=1 $(BENCH) bench.refresh_cost --precisions fp32 auto --output docs/bench.md
+	AVX2_KERNELS=1 $(BENCH) bench.rerank_speed --repeats 5 --output docs/bench.md
 	$(BIN)/python -m bench.summary --output docs/bench.md
 
 # The GPU sections (docs/bench.md section 5) on a machine with a CUDA GPU; the CPU lock keeps other jobs away.

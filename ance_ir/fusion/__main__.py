@@ -51,7 +51,8 @@ DEFAULT_METHOD = "rrf"
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
-    parser.add_argument("--runs", nargs="+", required=True, help="TREC run files (exactly two for interpolation)")
+    parser.add_argument("--runs", nargs="+", required=True,
+                        help="TREC run files (exactly two for interpolation, two or more for average and rrf)")
     parser.add_argument("--method", choices=["interpolation", "average", "rrf"],
                         help=f"how runs are fused (default {DEFAULT_METHOD})")
     parser.add_argument("--alpha", type=unit_float,

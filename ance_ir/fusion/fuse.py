@@ -57,6 +57,8 @@ def average_tables(runs: Sequence[RunTable], depth: int | None = 1000, k: int | 
     weights. With ``normalize`` it ranks as ``pyserini.fusion``'s ``normalize`` method (its scores are these times
     the number of runs); without, as its ``average`` where every run lists the same documents (Pyserini gives a
     missing document 0, not the run's lowest score)."""
+    if not runs:
+        raise ValueError("averaging needs at least one run")
     return weighted_sum_tables(runs, [1 / len(runs)] * len(runs), depth, k, normalize)
 
 
@@ -71,7 +73,7 @@ def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], dept
     """
     heads = [run.head(depth) for run in runs]
     pairs = _Pairs(heads)
-    fused = np.zeros(pairs.count)
+    fused = None
     for head, rows, weight in zip(heads, pairs.rows, weights, strict=True):
         fill, span = np.zeros(pairs.queries), np.ones(pairs.queries)  # a query the run lacks fills with 0
         starts = head.starts()
@@ -84,8 +86,8 @@ def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], dept
         side[rows] = head.scores
         if normalize:
             side = (side - fill[pairs.query]) / np.where(span > 0, span, 1.0)[pairs.query]
-        fused += weight * side
-    return pairs.ranked(fused, k)
+        fused = weight * side if fused is None else fused + weight * side  # as w1 * s1 + w2 * s2 sums (-0.0 kept)
+    return pairs.ranked(fused if fused is not None else np.zeros(pairs.count), k)
 
 
 def reciprocal_rank_fusion_tables(runs: list[RunTable], rrf_k: int = 60, depth: int | None = 1000,
