@@ -67,6 +67,7 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BENCH) bench.train_profile --output docs/bench.md
 	$(BENCH) bench.refresh_cost --output docs/bench.md
 	$(BENCH) bench.rerank_speed --output docs/bench.md
+	$(BENCH) bench.first_tokens --output docs/bench.md
 	$(BENCH) bench.cli_startup --output docs/bench.md
 	$(BENCH) bench.splade_speed --output docs/bench.md
 	$(BENCH) bench.grad_cache_memory --output docs/bench.md

@@ -73,34 +73,6 @@ def test_scores_are_the_cls_state_times_the_linear_head(toy_bert):
     assert len(set(np.round(scores, 5))) == len(scores)
 
 
-@pytest.mark.parametrize("classifier", [False, True])
-def test_the_last_layer_run_for_the_first_token_alone_gives_the_whole_forwards_scores(toy_bert, tmp_path, classifier):
-    """Eval mode runs a BERT's last layer for the CLS token alone; the scores are those of the whole forward
-    (training mode, no dropout in the toy BERT) with padding in the batch, in fp32, bf16 and int8 alike."""
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    from ance_ir.modeling.cross_encoder import first_token_bert
-    from ance_ir.modeling.inference import running
-
-    torch.manual_seed(3)
-    if classifier:
-        BertForSequenceClassification(BertConfig.from_pretrained(toy_bert, num_labels=1)).save_pretrained(tmp_path)
-        AutoTokenizer.from_pretrained(toy_bert).save_pretrained(tmp_path)
-    model = load_model(tmp_path if classifier else toy_bert, "cross-encoder")
-    assert first_token_bert(model.backbone) is (model.backbone.bert if classifier else model.backbone)
-    encoded = model.tokenize_pairs(QUERIES, PASSAGES)
-    batch = model.collate(encoded, range(len(QUERIES)))
-    assert (batch["attention_mask"] == 0).any()  # padded
-    for precision in ("fp32", "bf16", "int8"):
-        with running(model, precision) as inference, torch.no_grad():
-            first_token = inference.eval()(batch)
-            whole = inference.train()(batch)
-            inference.eval()
-        tolerance = 1e-5 if precision == "fp32" else 5e-2
-        assert first_token.shape == (len(QUERIES),)
-        assert torch.allclose(first_token, whole, atol=tolerance), (precision, first_token, whole)
-
-
 def test_pairs_are_cut_at_max_length(toy_bert):
     model = load_model(toy_bert, "cross-encoder", max_length=8)
     encoded = model.tokenize_pairs(["cat on a mat"], ["investors sold shares as markets dropped"])

@@ -19,8 +19,6 @@ from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
-    BertForSequenceClassification,
-    BertModel,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -28,6 +26,7 @@ from transformers import (
 
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, quiet_transformers, save_transformer
+from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
 from ance_ir.modeling.inference import batch_bar, running
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -148,14 +147,12 @@ class CrossEncoder(torch.nn.Module):
     def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Scores ``[B]`` (float32) of a collated batch, with autograd; the linear head runs in float32.
 
-        In eval mode a BERT backbone's last layer runs for the first token alone (:func:`first_token_bert`): the
-        same scores in fp32 and bf16, up to float rounding, for about 1/L less work (in int8 a little different:
-        that layer's activations are quantised with the first token's scale alone).
+        In eval mode a BERT backbone's last layer runs for the CLS token alone (:mod:`ance_ir.modeling.first_tokens`).
         """
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        bert = None if self.training else first_token_bert(self.backbone)
+        bert = first_token_bert(self, self.backbone)
         if bert is not None:
-            cls = _last_layer_first_token(bert, batch)
+            cls = first_token_states(bert, batch)
             if self.head is None:  # BertForSequenceClassification: its pooler and classifier (dropout off in eval)
                 return self.backbone.classifier(bert.pooler(cls)).squeeze(-1).float()
             cls = cls[:, 0]
@@ -194,38 +191,3 @@ class CrossEncoder(torch.nn.Module):
             out[order] = torch.cat(scores).float().cpu().numpy()
         return out
 
-
-def first_token_bert(backbone: PreTrainedModel) -> BertModel | None:
-    """The BERT encoder of ``backbone`` (a ``BertModel``, or the ``bert`` of a one-label
-    ``BertForSequenceClassification``) when its scores read only the first token's last state, so that its last
-    layer can run for that token alone; None for other architectures, which run whole."""
-    bert = backbone.bert if isinstance(backbone, BertForSequenceClassification) else backbone
-    if not isinstance(bert, BertModel) or bert.config.is_decoder or not len(bert.encoder.layer):
-        return None
-    if getattr(bert.config, "position_embedding_type", "absolute") != "absolute":  # relative positions: attention
-        return None  # scores of their own (transformers 4), which this layer does not compute
-    return bert
-
-
-def _last_layer_first_token(bert: BertModel, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """``[B, 1, H]``: the first token's state after ``bert``'s last layer, that layer run for the first token's
-    query alone (keys and values still from every token; padding masked as the whole forward masks it)."""
-    layers = bert.encoder.layer
-    bert.encoder.layer = layers[:-1]  # the states entering the last layer
-    try:
-        hidden = bert(**batch).last_hidden_state
-    finally:
-        bert.encoder.layer = layers
-    last = layers[-1]
-    attention = last.attention.self
-    rows, heads, size = hidden.shape[0], attention.num_attention_heads, attention.attention_head_size
-
-    def split(states: torch.Tensor) -> torch.Tensor:
-        return states.view(rows, -1, heads, size).transpose(1, 2)
-
-    mask = batch.get("attention_mask")
-    context = torch.nn.functional.scaled_dot_product_attention(
-        split(attention.query(hidden[:, :1])), split(attention.key(hidden)), split(attention.value(hidden)),
-        attn_mask=None if mask is None else mask[:, None, None, :].bool(), scale=size ** -0.5)
-    first = last.attention.output(context.transpose(1, 2).reshape(rows, 1, heads * size), hidden[:, :1])
-    return last.output(last.intermediate(first), first)

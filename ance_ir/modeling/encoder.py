@@ -18,6 +18,7 @@ from transformers.utils import logging as transformers_logging
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
+from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
 from ance_ir.modeling.inference import batch_bar, nested_progress, running
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
@@ -244,7 +245,12 @@ class DenseEncoder(torch.nn.Module):
         return queries @ passages.T
 
     def _embed(self, tower: Tower, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Pooled, projected vectors; CLS pooling in eval mode runs a BERT's last layer for the CLS token alone
+        (:mod:`ance_ir.modeling.first_tokens`)."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
+        bert = first_token_bert(self, tower.backbone) if self.config.pooling == "cls" else None
+        if bert is not None:
+            return self._project(tower, first_token_states(bert, batch)[:, 0])
         hidden = tower.backbone(**batch).last_hidden_state
         if self.config.pooling == "cls":
             vectors = hidden[:, 0]
