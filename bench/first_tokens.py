@@ -32,22 +32,20 @@ from bench.common import alternating_medians, device_label, load_average, proven
 @contextmanager
 def whole_forward(model: torch.nn.Module) -> Iterator[None]:
     """``model`` runs its whole forward: its own ``training`` flag set, its modules left in eval mode."""
-    model.training = True
+    was_training, model.training = model.training, True
     try:
         yield
     finally:
-        model.training = False
+        model.training = was_training
 
 
 def batches(model: torch.nn.Module, texts: list[str], queries: list[str] | None, size: int) -> list[dict]:
     """Length-sorted batches of ``texts`` (with ``queries``: of the pairs) as the model's own collation pads them."""
-    if queries is None:
-        encoded = model.token_ids(texts, "passage")
-        order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
-        return [dict(model.pad(encoded, order[i:i + size])) for i in range(0, len(order), size)]
-    encoded = model.tokenize_pairs(queries, texts)
+    encoded = model.token_ids(texts, "passage") if queries is None else model.tokenize_pairs(queries, texts)
+    collate = (lambda rows: dict(model.pad(encoded, rows))) if queries is None else (
+        lambda rows: model.collate(encoded, rows))
     order = sorted(range(len(texts)), key=lambda i: -len(encoded["input_ids"][i]))
-    return [model.collate(encoded, order[i:i + size]) for i in range(0, len(order), size)]
+    return [collate(order[i:i + size]) for i in range(0, len(order), size)]
 
 
 def main() -> None:

@@ -68,6 +68,8 @@ def test_training_and_other_architectures_run_whole(toy_bert):
     model = load_model(toy_bert, "dense", pooling="cls")
     assert first_token_bert(model.train(), model.passage_tower.backbone) is None
     assert first_token_bert(model.eval(), model.passage_tower.backbone) is not None
+    assert first_token_bert(model, model.passage_tower.backbone.train()) is None  # a backbone set to train itself
+    model.eval()
     distil = DistilBertModel(DistilBertConfig(vocab_size=30, dim=16, n_layers=1, n_heads=2, hidden_dim=32))
     assert first_token_bert(model, distil) is None
     relative = BertConfig.from_pretrained(toy_bert)

@@ -248,13 +248,12 @@ class DenseEncoder(torch.nn.Module):
         """Pooled, projected vectors; CLS pooling in eval mode runs a BERT's last layer for the CLS token alone
         (:mod:`ance_ir.modeling.first_tokens`)."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        bert = first_token_bert(self, tower.backbone) if self.config.pooling == "cls" else None
-        if bert is not None:
-            return self._project(tower, first_token_states(bert, batch)[:, 0])
-        hidden = tower.backbone(**batch).last_hidden_state
         if self.config.pooling == "cls":
+            bert = first_token_bert(self, tower.backbone)
+            hidden = first_token_states(bert, batch) if bert is not None else tower.backbone(**batch).last_hidden_state
             vectors = hidden[:, 0]
         else:
+            hidden = tower.backbone(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             vectors = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
         return self._project(tower, vectors)
