@@ -42,14 +42,14 @@ def ndcg10(qrels: dict, run: Run) -> dict[str, float]:
     return {q: v["ndcg_cut_10"] for q, v in evaluate_per_query(qrels, run, ["ndcg@10"]).items()}
 
 
-def compared(scored: dict[str, float], base: dict[str, float], qids: list[str]) -> str:
-    """``scored`` against ``base`` over ``qids``: mean, difference, topics better/worse, t-test p."""
+def compared(scored: dict[str, float], base: dict[str, float], qids: list[str]) -> tuple[str, str, str, str]:
+    """``scored`` against ``base`` over ``qids``, formatted: mean, difference, topics better/worse, t-test p."""
     mean = statistics.fmean(scored[q] for q in qids)
     diff = mean - statistics.fmean(base[q] for q in qids)
     better = sum(scored[q] > base[q] for q in qids)
     worse = sum(scored[q] < base[q] for q in qids)
     p = stats.ttest_rel([scored[q] for q in qids], [base[q] for q in qids]).pvalue
-    return f"{mean:.4f} | {diff:+.4f} | {better}/{worse} | {p:.3g}"
+    return f"{mean:.4f}", f"{diff:+.4f}", f"{better}/{worse}", f"{p:.3g}"
 
 
 def main() -> None:
@@ -84,14 +84,14 @@ def main() -> None:
             weights = " ".join(f"{a:g}" for _, a in choices)
             print(f"| {' + '.join(subset)} | {statistics.fmean(alone[q] for q in qids):.4f} | "
                   f"{statistics.fmean(alone[q] - base[q] for q in qids):+.4f} | {weights} | "
-                  f"{compared(scored, base, qids)} |")
+                  f"{' | '.join(compared(scored, base, qids))} |")
     print("\nmean difference of the fused runs from the first stage, by the number of cross-encoders averaged: "
           + ", ".join(f"{size}: {statistics.fmean(g):+.4f} ({len(g)} subset{'s' * (len(g) > 1)})"
                      for size, g in gains.items()))
     choices = fold_choices(cells, qids, FOLDS)
     scored = {q: cells[cell][q] for fold, cell in choices for q in fold}
     chosen = "; ".join(f"{' + '.join(subset)} at {a:g}" for _, (subset, a) in choices)
-    mean, diff, better_worse, p = compared(scored, base, qids).split(" | ")
+    mean, diff, better_worse, p = compared(scored, base, qids)
     print(f"subset and weight by {FOLDS}-fold cross-validation ({chosen}): nDCG@10 {mean}, {diff} over the first "
           f"stage ({better_worse} topics better/worse, t-test p {p})")
 

@@ -28,21 +28,26 @@ def interpolate(first: Run, second: Run, weight_first: float, weight_second: flo
                 depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> Run:
     """:func:`interpolate_tables` on dictionaries; a query without hits in either run keeps an empty list."""
     fused = interpolate_tables(RunTable.from_run(first), RunTable.from_run(second), weight_first, weight_second,
-                               depth, k, normalize).to_run()
-    return {qid: fused.get(qid, []) for qid in dict.fromkeys([*first, *second])}
+                               depth, k, normalize)
+    return _every_query(fused, [first, second])
 
 
 def average(runs: Sequence[Run], depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> Run:
     """:func:`average_tables` on dictionaries; a query without hits in any run keeps an empty list."""
-    fused = average_tables([RunTable.from_run(run) for run in runs], depth, k, normalize).to_run()
-    return {qid: fused.get(qid, []) for qid in dict.fromkeys(q for run in runs for q in run)}
+    return _every_query(average_tables([RunTable.from_run(run) for run in runs], depth, k, normalize), runs)
 
 
 def reciprocal_rank_fusion(runs: list[Run], rrf_k: int = 60, depth: int | None = 1000,
                            k: int | None = 1000) -> Run:
     """:func:`reciprocal_rank_fusion_tables` on dictionaries; a query without hits keeps an empty list."""
-    fused = reciprocal_rank_fusion_tables([RunTable.from_run(run) for run in runs], rrf_k, depth, k).to_run()
-    return {qid: fused.get(qid, []) for qid in dict.fromkeys(q for run in runs for q in run)}
+    return _every_query(reciprocal_rank_fusion_tables([RunTable.from_run(run) for run in runs], rrf_k, depth, k), runs)
+
+
+def _every_query(fused: RunTable, runs: Sequence[Run]) -> Run:
+    """``fused`` as a dictionary holding every query of ``runs`` (in order of first appearance), those without
+    hits with an empty list."""
+    ranked = fused.to_run()
+    return {qid: ranked.get(qid, []) for qid in dict.fromkeys(q for run in runs for q in run)}
 
 
 def interpolate_tables(first: RunTable, second: RunTable, weight_first: float, weight_second: float,

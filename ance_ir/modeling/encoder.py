@@ -18,7 +18,7 @@ from transformers.utils import logging as transformers_logging
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import EncoderConfig
-from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
+from ance_ir.modeling.first_tokens import last_states
 from ance_ir.modeling.inference import batch_bar, nested_progress, running
 from ance_ir.modeling.kinds import register_model_kind, write_kind
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
@@ -249,9 +249,7 @@ class DenseEncoder(torch.nn.Module):
         (:mod:`ance_ir.modeling.first_tokens`)."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
         if self.config.pooling == "cls":
-            bert = first_token_bert(self, tower.backbone)
-            hidden = first_token_states(bert, batch) if bert is not None else tower.backbone(**batch).last_hidden_state
-            vectors = hidden[:, 0]
+            vectors = last_states(self, tower.backbone, batch, 1)[:, 0]
         else:
             hidden = tower.backbone(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)

@@ -34,6 +34,14 @@ def first_token_bert(model: torch.nn.Module, backbone: PreTrainedModel) -> BertM
     return bert
 
 
+def last_states(model: torch.nn.Module, backbone: PreTrainedModel, batch: Mapping[str, torch.Tensor],
+                count: int) -> torch.Tensor:
+    """``backbone``'s last states ``[B, T', H]`` of which only the first ``count`` are read: those alone
+    (:func:`first_token_states`) where :func:`first_token_bert` allows, else every token's (``T' = T``)."""
+    bert = first_token_bert(model, backbone)
+    return first_token_states(bert, batch, count) if bert is not None else backbone(**batch).last_hidden_state
+
+
 def first_token_states(bert: BertModel, batch: Mapping[str, torch.Tensor], count: int = 1) -> torch.Tensor:
     """``[B, min(count, T), H]``: the first ``count`` tokens' states after ``bert``'s last layer, that layer run for
     their queries alone. The encoder's layer list is swapped for the call (restored after it, on errors too), so

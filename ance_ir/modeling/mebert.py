@@ -25,7 +25,7 @@ from transformers import PreTrainedTokenizerBase
 from ance_ir.data import InputError
 from ance_ir.modeling.config import EncoderConfig
 from ance_ir.modeling.encoder import DenseEncoder, Tower
-from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
+from ance_ir.modeling.first_tokens import last_states
 from ance_ir.modeling.kinds import read_settings, register_model_kind
 
 SETTINGS_NAME = "ance_ir_mebert.json"
@@ -82,11 +82,7 @@ class MeBertEncoder(DenseEncoder):
         """Passage vectors ``[B, m, D]``: the first ``m`` token states (CLS copies past a passage's end); in eval
         mode a BERT's last layer runs for those ``m`` tokens alone (:mod:`ance_ir.modeling.first_tokens`)."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        bert = first_token_bert(self, self.passage_tower.backbone)
-        if bert is not None:
-            hidden = first_token_states(bert, batch, self.m)
-        else:
-            hidden = self.passage_tower.backbone(**batch).last_hidden_state
+        hidden = last_states(self, self.passage_tower.backbone, batch, self.m)
         positions = torch.arange(self.m, device=hidden.device)
         inside = positions < hidden.shape[1]
         taken = hidden[:, positions.clamp(max=hidden.shape[1] - 1)]
