@@ -74,6 +74,27 @@ def run_module(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
 
 
+def run_here(module: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` run in this process (its ``main`` through ``run_cli``), its exit status and its
+    stdout and stderr captured as :func:`run_module` captures them; for a CLI whose behaviour under test needs no
+    fresh interpreter (saves the seconds each interpreter spends importing torch)."""
+    import contextlib
+    import importlib
+
+    from ance_ir.cli import run_cli
+
+    try:
+        main = importlib.import_module(f"{module}.__main__").main
+    except ModuleNotFoundError as e:  # a module file (``ance_ir.index.compress``), not a package
+        if e.name != f"{module}.__main__":
+            raise
+        main = importlib.import_module(module).main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
+        run_cli(main, list(args))
+    return subprocess.CompletedProcess([module, *args], exit_.value.code or 0, out.getvalue(), err.getvalue())
+
+
 def run_main(main: Callable[[list[str] | None], int | None], *args: str,
              capsys: pytest.CaptureFixture) -> tuple[int, str]:
     """Run a CLI's ``main`` in this process as ``python -m`` runs it: its exit status and its stderr."""

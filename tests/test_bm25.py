@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import run_here
 
 from ance_ir.bm25 import BM25Searcher, bm25_negatives, build_lucene_index
 from ance_ir.bm25.__main__ import main as bm25_main
@@ -78,8 +77,7 @@ def test_cli_prints_the_runs_metrics_with_qrels(toy_index, toy_collection, tmp_p
 def test_bad_corpus_fails_cleanly_without_index(tmp_path):
     corpus = tmp_path / "bad.jsonl"
     corpus.write_text(json.dumps({"id": "a", "contents": "x"}) + "\n{broken\n")
-    result = subprocess.run([sys.executable, "-m", "ance_ir.bm25", "index", "--corpus", str(corpus),
-                             "--output", str(tmp_path / "idx")], capture_output=True, text=True)
+    result = run_here("ance_ir.bm25", "index", "--corpus", str(corpus), "--output", str(tmp_path / "idx"))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: {corpus}:2: malformed JSON")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]

@@ -20,7 +20,7 @@ from conftest import (
     TOY_TOPICS,
     Terminal,
     assert_refused,
-    run_module,
+    run_here,
     toy_sections,
     write_toy_collection,
 )
@@ -192,8 +192,8 @@ def test_the_example_config_loads():
 @pytest.fixture(scope="module")
 def token_index(saved, collection, tmp_path_factory) -> Path:
     output = tmp_path_factory.mktemp("index") / "colbert"
-    done = run_module("ance_ir.encode", "--corpus", str(collection / "corpus.jsonl"), "--encoder", str(saved),
-                      "--output", str(output), "--chunk-size", "3", "--quiet")
+    done = run_here("ance_ir.encode", "--corpus", str(collection / "corpus.jsonl"), "--encoder", str(saved),
+                    "--output", str(output), "--chunk-size", "3", "--quiet")
     assert done.returncode == 0, done.stderr
     return output
 
@@ -253,7 +253,7 @@ def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_ind
         assert searcher.rank(query, 5, nprobe=1, ndocs=len(index)) == searcher.rank(query, 5, nprobe=1)
 
     output = tmp_path / "run.trec"
-    done = run_module("ance_ir.search", "--index", str(token_index), "--topics", str(collection / "topics.tsv"),
+    done = run_here("ance_ir.search", "--index", str(token_index), "--topics", str(collection / "topics.tsv"),
                       "--output", str(output), "--hits", "3", "--nprobe", "1000")
     assert done.returncode == 0, done.stderr
     run = read_run(output)
@@ -292,16 +292,16 @@ def test_compression_keeps_vectors_close_and_small(token_index, tmp_path):
 
 
 def test_search_and_rerank_with_a_compressed_index_and_the_model(saved, collection, token_index, tmp_path):
-    compress = run_module("ance_ir.index.compress", "--index", str(token_index), "--output", str(tmp_path / "c"),
+    compress = run_here("ance_ir.index.compress", "--index", str(token_index), "--output", str(tmp_path / "c"),
                           "--bits", "2", "--quiet")
     assert compress.returncode == 0 and "ratio" in compress.stderr, compress.stderr
     first = tmp_path / "first.trec"
-    done = run_module("ance_ir.search", "--index", str(tmp_path / "c"), "--topics", str(collection / "topics.tsv"),
+    done = run_here("ance_ir.search", "--index", str(tmp_path / "c"), "--topics", str(collection / "topics.tsv"),
                       "--output", str(first), "--hits", "8", "--nprobe", "0")
     assert done.returncode == 0, done.stderr
     assert all(len(hits) == 8 for hits in read_run(first).values())
     reranked = tmp_path / "rerank.trec"
-    done = run_module("ance_ir.rerank", "--run", str(first), "--topics", str(collection / "topics.tsv"),
+    done = run_here("ance_ir.rerank", "--run", str(first), "--topics", str(collection / "topics.tsv"),
                       "--corpus", str(collection / "corpus.jsonl"), "--model", str(saved), "--depth", "8",
                       "--output", str(reranked), "--quiet", "--precision", "fp32")
     assert done.returncode == 0, done.stderr
@@ -318,18 +318,18 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
     dense = tmp_path / "dense"
     DenseEncoder.from_pretrained(bert).save_pretrained(dense)
     dense_index = tmp_path / "dense-index"
-    assert run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(dense), "--output", str(dense_index),
+    assert run_here("ance_ir.encode", "--corpus", corpus, "--encoder", str(dense), "--output", str(dense_index),
                       "--quiet").returncode == 0
     first = tmp_path / "first.trec"
     first.write_text("".join(f"{q} Q0 {d} {i + 1} {10 - i} first\n" for q in TOY_TOPICS
                              for i, d in enumerate(TOY_PASSAGES)))
 
     def rerank(model: Path, *more: str) -> subprocess.CompletedProcess:
-        return run_module("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", corpus, "--model",
+        return run_here("ance_ir.rerank", "--run", str(first), "--topics", topics, "--corpus", corpus, "--model",
                           str(model), "--output", str(output), "--quiet", *more)
 
     def search(index: Path, *more: str) -> subprocess.CompletedProcess:
-        return run_module("ance_ir.search", "--index", str(index), "--topics", topics, "--output", str(output), *more)
+        return run_here("ance_ir.search", "--index", str(index), "--topics", topics, "--output", str(output), *more)
 
     assert_refused(rerank(dense), "is a 'dense' model, which scores no (query, passage) pairs", output)
     assert_refused(rerank(saved, "--depth", "0"), "--depth must be at least 1, got 0", output)
@@ -345,14 +345,14 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
     assert_refused(search(dense_index, "--ndocs", "8"), "--ndocs applies to a token index's candidates", output)
     assert_refused(search(token_index, "--ndocs", "8", "--nprobe", "0"), "--nprobe 0 scores every passage", output)
     assert_refused(search(token_index, "--ndocs", "2", "--hits", "3"), "--ndocs 2 is below --hits 3", output)
-    assert_refused(run_module("ance_ir.index.compress", "--index", str(dense_index), "--output", str(output)),
+    assert_refused(run_here("ance_ir.index.compress", "--index", str(dense_index), "--output", str(output)),
                    "not a token index", output)
-    assert_refused(run_module("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),
+    assert_refused(run_here("ance_ir.encode", "--corpus", corpus, "--encoder", str(saved), "--output", str(output),
                               "--shard", "0/2"), "a token index is encoded in one process", output)
     assert_refused(search(token_index, "--encoder", str(bert)), "has no trained colbert projection", output)
     copy = tmp_path / "copy"
     shutil.copytree(token_index, copy)
-    assert_refused(run_module("ance_ir.index.compress", "--index", str(copy), "--output", str(copy), "--force"),
+    assert_refused(run_here("ance_ir.index.compress", "--index", str(copy), "--output", str(copy), "--force"),
                    "is the index itself", output)
     codes = np.load(copy / "codes.npy")
     codes[0] = len(np.load(copy / "centroids.npy"))

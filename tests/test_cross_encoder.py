@@ -19,7 +19,7 @@ from conftest import (
     TOY_TOPICS,
     assert_refused,
     load_sections,
-    run_module,
+    run_here,
     toy_sections,
     write_toy_collection,
 )
@@ -164,7 +164,7 @@ def settings(collection: Path, toy_bert: Path, output: Path, **changes) -> dict:
 def test_the_task_trains_from_a_config_file(toy_bert, collection, tmp_path, loss):
     config = tmp_path / "cross.yaml"
     config.write_text(yaml.safe_dump(settings(collection, toy_bert, tmp_path / "run", loss={"name": loss})))
-    trained = run_module("ance_ir.train", "--config", str(config))
+    trained = run_here("ance_ir.train", "--config", str(config))
     assert trained.returncode == 0, trained.stderr
     run = RunDir(tmp_path / "run")
     saved = json.loads(run.config.read_text())
@@ -288,7 +288,7 @@ def rerank_args(model: Path, collection: Path, run: Path, output: Path, *extra: 
 
 def test_rerank_orders_the_top_depth_by_the_model(trained_head, collection, first_stage, tmp_path):
     output = tmp_path / "reranked.trec"
-    done = run_module(*rerank_args(trained_head, collection, first_stage, output, "--depth", "5", "--hits", "7",
+    done = run_here(*rerank_args(trained_head, collection, first_stage, output, "--depth", "5", "--hits", "7",
                                    "--batch-size", "4", "--precision", "fp32",
                                    "--qrels", str(collection / "qrels.txt")))
     assert done.returncode == 0, done.stderr
@@ -313,7 +313,7 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
                             (GroupPassage("d5"),))]
     source, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl.gz"
     write_groups(source, groups)
-    done = run_module("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"),
+    done = run_here("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"),
                       "--model", str(trained_head), "--output", str(output), "--quiet", "--precision", "fp32")
     assert done.returncode == 0, done.stderr
     scored = read_groups(output)
@@ -331,19 +331,19 @@ def test_rerank_bad_inputs_give_one_line(toy_bert, trained_head, collection, fir
     output = tmp_path / "out.trec"
     dense = tmp_path / "dense"
     DenseEncoder.from_pretrained(toy_bert).save_pretrained(dense)
-    assert_refused(run_module(*rerank_args(dense, collection, first_stage, output)),
+    assert_refused(run_here(*rerank_args(dense, collection, first_stage, output)),
                    "is a 'dense' model, which scores no (query, passage) pairs", output)
-    assert_refused(run_module(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
+    assert_refused(run_here(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
                    "--depth must be at least 1, got 0", output)
-    assert_refused(run_module(*rerank_args(toy_bert, collection, first_stage, output)),
+    assert_refused(run_here(*rerank_args(toy_bert, collection, first_stage, output)),
                    "has no trained cross-encoder head", output)
     stray = collection / "stray.trec"
     stray.write_text(first_stage.read_text() + "q9 Q0 d1 1 1.0 first\n")
-    assert_refused(run_module(*rerank_args(trained_head, collection, stray, output)),
+    assert_refused(run_here(*rerank_args(trained_head, collection, stray, output)),
                    f"{stray}: query 'q9' is not in the topics", output)
-    assert_refused(run_module("ance_ir.rerank", "--run", str(first_stage), "--corpus", str(collection / "corpus.jsonl"),
+    assert_refused(run_here("ance_ir.rerank", "--run", str(first_stage), "--corpus", str(collection / "corpus.jsonl"),
                               "--model", str(trained_head), "--output", str(output)), "--run needs --topics", output)
     missing = collection / "missing.trec"
     missing.write_text("q1 Q0 d99 1 1.0 first\n")
-    assert_refused(run_module(*rerank_args(trained_head, collection, missing, output)),
+    assert_refused(run_here(*rerank_args(trained_head, collection, missing, output)),
                    "document 'd99' of query 'q1' is not in the corpus", output)

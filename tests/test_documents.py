@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from conftest import run_here
 from transformers import AutoTokenizer
 
 from ance_ir.data import read_run
@@ -59,7 +59,7 @@ def test_max_and_first_passage_pooling():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ance_ir.documents", *args], capture_output=True, text=True)
+    return run_here("ance_ir.documents", *args)
 
 
 def test_cli_derives_splits_and_pools(tmp_path, tiny_bert_dir):

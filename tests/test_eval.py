@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_here
 
 from ance_ir.data import write_qrels, write_run
 from ance_ir.eval import evaluate, evaluate_per_query
@@ -85,6 +86,6 @@ def test_cli_unknown_metric_and_missing_file(tmp_path, random_run_and_qrels):
                           (["--relevance-level", "0"], "--relevance-level")):  # pytrec_eval would raise
         base = {"--qrels": str(qrels_path), "--run": str(run_path)}
         argv = [x for k, v in base.items() if k not in args for x in (k, v)] + args
-        result = subprocess.run([sys.executable, "-m", "ance_ir.eval", *argv], capture_output=True, text=True)
+        result = run_here("ance_ir.eval", *argv)
         assert result.returncode == 2
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
+from conftest import run_here
 
 from ance_ir.data import InputError, Passage, write_corpus, write_run
 from ance_ir.eval.__main__ import main as eval_main
@@ -168,7 +167,7 @@ def test_cli_answers_errors(qa):
     write_run({"capital": [("p1", 1.0), ("p9", 0.5)]}, tmp / "bad.trec")
 
     def cli(*argv):
-        return subprocess.run([sys.executable, "-m", "ance_ir.eval", *argv], capture_output=True, text=True)
+        return run_here("ance_ir.eval", *argv)
 
     result = cli("--answers", str(tmp / "answers.jsonl"), "--corpus", str(tmp / "corpus.jsonl"), "--run",
                  str(tmp / "bad.trec"))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
-import sys
 
 import pytest
+from conftest import run_here
 
 from ance_ir.data import write_qrels, write_run
 from ance_ir.eval import evaluate, evaluate_per_query
@@ -108,8 +107,7 @@ def test_comparison_errors_and_warning(runs, tmp_path):
     write_run({q: [("zz", 1.0)] for q in qrels}, tmp_path / "other-corpus.trec")
 
     def cli(*argv):
-        return subprocess.run([sys.executable, "-m", "ance_ir.eval", "--qrels", str(qrels_path), *argv],
-                              capture_output=True, text=True)
+        return run_here("ance_ir.eval", "--qrels", str(qrels_path), *argv)
 
     result = cli("--run", str(paths["base"]), str(tmp_path / "unjudged.trec"))
     assert result.returncode == 2

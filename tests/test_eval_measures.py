@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import pytrec_eval
+from conftest import run_here
 
 from ance_ir.data import read_run, write_qrels, write_run
 from ance_ir.eval import evaluate, evaluate_per_query, format_table, measure_keys, measure_name, parse_measure
@@ -205,8 +206,7 @@ def test_cli_zero_overlap_warning(files, tmp_path):
     elsewhere = {q: [(f"other{i}", 10.0 - i) for i in range(10)] for q in run}
     write_run(elsewhere, tmp_path / "elsewhere.trec")
     for path, warned in ((tmp_path / "elsewhere.trec", True), (run_path, False)):
-        result = subprocess.run([sys.executable, "-m", "ance_ir.eval", "--qrels", str(qrels_path), "--run",
-                                 str(path), "--metrics", "ndcg@10"], capture_output=True, text=True)
+        result = run_here("ance_ir.eval", "--qrels", str(qrels_path), "--run", str(path), "--metrics", "ndcg@10")
         assert result.returncode == 0
         expected = [f"warning: {path}: none of the retrieved documents is judged in {qrels_path} (different corpora?)"]
         assert result.stderr.splitlines() == (expected if warned else [])

@@ -9,6 +9,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from conftest import run_here
 
 from ance_ir.data import read_run, write_run
 from ance_ir.fusion import average, interpolate, reciprocal_rank_fusion
@@ -176,20 +177,17 @@ def test_cli(tmp_path):
     write_run(_random_run(2), tmp_path / "b.trec")
     for method in ("interpolation", "average", "rrf"):
         out = tmp_path / f"{method}.trec"
-        result = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", str(tmp_path / "a.trec"),
-                                 str(tmp_path / "b.trec"), "--method", method, "--hits", "10", "--output", str(out)],
-                                capture_output=True, text=True)
+        result = run_here("ance_ir.fusion", "--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+                          "--method", method, "--hits", "10", "--output", str(out))
         assert result.returncode == 0, result.stderr
         fused = read_run(out)
         assert set(fused) == {"q1", "q2"} and all(len(r) == 10 for r in fused.values())
-    three = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", *[str(tmp_path / "a.trec")] * 3,
-                            "--method", "interpolation", "--output", str(tmp_path / "x.trec")],
-                           capture_output=True, text=True)
+    three = run_here("ance_ir.fusion", "--runs", *[str(tmp_path / "a.trec")] * 3, "--method", "interpolation",
+                     "--output", str(tmp_path / "x.trec"))
     assert three.returncode == 2 and "exactly two runs" in three.stderr
     assert not (tmp_path / "x.trec").exists()
-    averaged = subprocess.run([sys.executable, "-m", "ance_ir.fusion", "--runs", *[str(tmp_path / f) for f in
-                               ("a.trec", "b.trec", "a.trec")], "--method", "average", "--normalization",
-                               "--output", str(tmp_path / "avg.trec")], capture_output=True, text=True)
+    averaged = run_here("ance_ir.fusion", "--runs", *[str(tmp_path / f) for f in ("a.trec", "b.trec", "a.trec")],
+                        "--method", "average", "--normalization", "--output", str(tmp_path / "avg.trec"))
     assert averaged.returncode == 0, averaged.stderr
     expected = average([_random_run(1), _random_run(2), _random_run(1)], normalize=True)
     assert {q: [d for d, _ in r] for q, r in read_run(tmp_path / "avg.trec").items()} == \

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import TOY_PASSAGES, TOY_TOPICS
+from conftest import TOY_PASSAGES, TOY_TOPICS, run_here
 
 from ance_ir.modeling import PRECISIONS, DenseEncoder, model_precision, quantize_int8, resolve_precision
 from ance_ir.modeling.inference import native_bf16, resolve_device
@@ -153,8 +153,7 @@ def test_every_model_cli_refuses_a_cuda_device_without_a_gpu_before_reading(cli)
             "search": "--topics missing.tsv --index missing --output x.trec",
             "rerank": "--run missing.trec --topics missing.tsv --corpus missing.jsonl --model minilm --output x.trec",
             "expand": "--corpus missing.jsonl --generator missing --output x.jsonl"}[cli]
-    done = subprocess.run([sys.executable, "-m", f"ance_ir.{cli}", *args.split(), "--device", "cuda"],
-                          capture_output=True, text=True)
+    done = run_here(f"ance_ir.{cli}", *args.split(), "--device", "cuda")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: device cuda: torch sees no CUDA GPU"]
 

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS
+from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, run_here
 
 from ance_ir.data import GroupPassage, InputError, read_groups, read_qrels, read_topics_tsv
 from ance_ir.negatives import (
@@ -322,7 +322,7 @@ def test_candidates_outside_the_corpus_are_never_negatives(toy_collection, tmp_p
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ance_ir.negatives", *args], capture_output=True, text=True)
+    return run_here("ance_ir.negatives", *args)
 
 
 def test_cli_run_source_writes_reproducible_gzip(toy_collection, toy_run, tmp_path):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import assert_refused, run_main
+from conftest import assert_refused, run_here, run_main
 
 from ance_ir.data import read_run, read_topics_tsv
 from ance_ir.search.__main__ import main as search_main
@@ -138,13 +138,13 @@ def test_the_encoder_named_searches_with_the_index_settings_and_a_bad_tag_is_ref
 
 
 def test_missing_index_and_offline_prebuilt_name(toy_collection, tmp_path):
-    args = [sys.executable, "-m", "ance_ir.search", "--topics", str(toy_collection["topics"]), "--output",
-            str(tmp_path / "x.trec"), "--index"]
-    missing = subprocess.run([*args, str(tmp_path / "nope")], capture_output=True, text=True)
+    args = ["ance_ir.search", "--topics", str(toy_collection["topics"]), "--output", str(tmp_path / "x.trec"),
+            "--index"]
+    missing = run_here(*args, str(tmp_path / "nope"))
     assert missing.returncode == 2 and "no such dense index folder" in missing.stderr
-    prebuilt = subprocess.run([*args, "msmarco-v1-passage.tct_colbert-v2-hnp", "--encoder", "minilm"],
-                              capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
-                                                                   "HOME": str(tmp_path)})
+    prebuilt = subprocess.run([sys.executable, "-m", *args, "msmarco-v1-passage.tct_colbert-v2-hnp", "--encoder",
+                               "minilm"], capture_output=True, text=True,
+                              env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert prebuilt.returncode == 2, prebuilt.stderr[-500:]
     assert "could not download Pyserini prebuilt index" in prebuilt.stderr
     assert not (tmp_path / "x.trec").exists()

@@ -4,11 +4,10 @@ train exactly like ``negatives: bm25`` inside training, and teacher scores in gr
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
+from conftest import run_here
 from test_train_run import assert_same_training, events, toy_config, training_records
 
 from ance_ir.bm25 import build_lucene_index
@@ -31,10 +30,9 @@ def bm25_settings(toy, lucene) -> dict:
 
 def test_mined_groups_train_like_bm25_negatives(toy, lucene, tmp_path):
     groups = tmp_path / "groups.jsonl"
-    mined = subprocess.run([sys.executable, "-m", "ance_ir.negatives", "--topics", str(toy / "topics.tsv"),
-                            "--qrels", str(toy / "qrels.txt"), "--corpus", str(toy / "corpus.jsonl"),
-                            "--source", "bm25", "--index", str(lucene), "--hits", "5", "--depth", "5",
-                            "--min-positive-grade", "1", "--output", str(groups)], capture_output=True, text=True)
+    mined = run_here("ance_ir.negatives", "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"),
+                     "--corpus", str(toy / "corpus.jsonl"), "--source", "bm25", "--index", str(lucene), "--hits", "5",
+                     "--depth", "5", "--min-positive-grade", "1", "--output", str(groups))
     assert mined.returncode == 0, mined.stderr
     settings = bm25_settings(toy, lucene)
     train(toy_config(toy, tmp_path / "bm25", **settings))
