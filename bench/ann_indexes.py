@@ -19,7 +19,7 @@ from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.datasets import resolve_topics
 from ance_ir.index import build_index, load_dense_index, stored_vectors
 from ance_ir.search import encoder_for_index
-from bench.common import alternating_medians, command_line, machine, write_section
+from bench.common import alternating_medians, command_line, machine, publish
 
 
 def recall_against(truth: np.ndarray, found: np.ndarray) -> float:
@@ -79,9 +79,7 @@ def main() -> None:
             f"{len(queries)} queries, k={args.k}, {args.threads} threads)\n\n{table(rows)}\n\n"
             f"Machine: {machine()}.\nQPS is the median of {args.repeats} alternating batched searches.\n\n"
             f"```\n{command_line()}\n```\n")
-    print(body)
-    if args.output:
-        write_section(args.output, f"ann {Path(args.index).name}", body)
+    publish(body, args.output, f"ann {Path(args.index).name}")
 
 
 if __name__ == "__main__":

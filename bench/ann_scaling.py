@@ -25,7 +25,7 @@ import ance_ir  # noqa: F401
 from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.index import build_index, load_dense_index, stored_vectors
 from bench.ann_indexes import compare
-from bench.common import load_average, provenance, write_section
+from bench.common import load_average, provenance, publish
 
 
 class GaussianLike:
@@ -168,9 +168,7 @@ def main() -> None:
             f"| vectors | bytes scanned (MiB) | 1 query (ms, median of 30) | bandwidth bound, 1 thread (ms) | batch of "
             f"{args.queries} (ms) | bandwidth bound (ms) | GEMM bound (ms) |\n"
             "| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(bound_rows) + "\n\n" + provenance(load_before))
-    print(body)
-    if args.output:
-        write_section(args.output, "ann-scaling cpu", body)
+    publish(body, args.output, "ann-scaling cpu")
 
 
 if __name__ == "__main__":

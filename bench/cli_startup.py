@@ -23,7 +23,7 @@ import sys
 import time
 
 from ance_ir.cli import positive_int
-from bench.common import load_average, provenance, write_section
+from bench.common import load_average, provenance, publish
 
 COMMANDS = ("train", "negatives", "encode", "search", "eval")
 REFERENCE = "eval"
@@ -143,9 +143,7 @@ def main() -> None:
             "run left in `sys.modules`; the slowest third-party imports come from one `python -X importtime` run "
             "(seconds spent importing each package, a package imported inside another counted in both).\n\n"
             + "\n".join(rows) + f"\n\n{verdict}\n\n" + provenance(load_before, note=note))
-    print(body)
-    if args.output:
-        write_section(args.output, "cli-startup cpu", body)
+    publish(body, args.output, "cli-startup cpu")
 
 
 if __name__ == "__main__":

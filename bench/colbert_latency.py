@@ -27,7 +27,7 @@ import torch
 
 from ance_ir.cli import positive_int
 from ance_ir.datasets import resolve_corpus, resolve_topics
-from bench.common import load_average, provenance, write_section
+from bench.common import load_average, provenance, publish
 
 
 def per_query_ms(fn, queries: np.ndarray, repeats: int) -> float:  # noqa: ANN001 - fn(query) -> anything
@@ -124,9 +124,7 @@ def main() -> None:
                       "", f"{args.threads} threads; medians of {args.repeats} passes after a warm-up pass. "
                       f"Model: {model_note}.",
                       "", *lines, provenance(load_before)])
-    print(body)
-    if args.output:
-        write_section(args.output, "colbert-latency cpu", body)
+    publish(body, args.output, "colbert-latency cpu")
     print("done", file=sys.stderr)
 
 

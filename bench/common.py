@@ -115,6 +115,13 @@ def write_section(path: str | Path, marker: str, body: str) -> None:
         f.write(text)
 
 
+def publish(body: str, output: str | Path | None, marker: str) -> None:
+    """Print a benchmark's section and, given an ``output`` Markdown file, put it there under ``marker``."""
+    print(body)
+    if output:
+        write_section(output, marker, body)
+
+
 def versions(*packages: str) -> str:
     """``name version`` of each installed distribution (``name missing`` when absent)."""
     from importlib.metadata import PackageNotFoundError, version

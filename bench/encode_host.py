@@ -19,7 +19,7 @@ import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder
-from bench.common import alternating_medians, device_label, load_average, provenance, write_section
+from bench.common import alternating_medians, device_label, load_average, provenance, publish
 
 
 def two_passes(model: DenseEncoder, texts: list[str], batch_size: int) -> None:
@@ -56,9 +56,7 @@ def main() -> None:
             f"Max length 256, batches of {args.batch_size}, median of {args.repeats} alternating runs.\n\n"
             "| passages tokenized | host ms per passage | × two passes |\n| --- | --- | --- |\n" + rows
             + "\n" + provenance(load))
-    print(body)
-    if args.output:
-        write_section(args.output, f"encode-host {device_label('cpu')}", body)
+    publish(body, args.output, f"encode-host {device_label('cpu')}")
 
 
 if __name__ == "__main__":

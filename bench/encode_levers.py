@@ -25,7 +25,7 @@ import ance_ir  # noqa: F401
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder, model_precision
-from bench.common import alternating_medians, device_label, load_average, provenance, write_section
+from bench.common import alternating_medians, device_label, load_average, provenance, publish
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -231,9 +231,7 @@ def main() -> None:
             f"\nWhere the time goes: `torch.profiler`, one batch of the {len(probe)} longest of these passages "
             "(operators by self CPU time; tokenisation is outside the operators):\n\n" + "\n".join(prof_lines)
             + "\n\n" + provenance(load_before, ("onnxruntime", "onnx")))
-    print(body)
-    if args.output:
-        write_section(args.output, f"encode-levers {label}", body)
+    publish(body, args.output, f"encode-levers {label}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, build_index
 from ance_ir.modeling import DenseEncoder, model_precision
 from ance_ir.search import DenseSearcher
-from bench.common import device_label, load_average, provenance, write_section
+from bench.common import device_label, load_average, provenance, publish
 
 TOLERANCE = 0.005  # the default precision must keep nDCG@10 within this of fp32
 
@@ -39,6 +39,11 @@ def search(encoder: DenseEncoder, index: DenseIndex, topics: dict[str, str], pre
         encoder.inference_precision = "fp32"
 
 
+def unit(vectors: np.ndarray) -> np.ndarray:
+    """Each row scaled to length 1 (cosines of unnormalised vectors)."""
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
 def top_overlap(run: dict, reference: dict, k: int = 10) -> float:
     """Mean fraction of the reference top-k that the run's top-k also holds."""
     return float(np.mean([len({d for d, _ in run[q][:k]} & {d for d, _ in reference[q][:k]}) / k
@@ -51,6 +56,8 @@ def main() -> None:
     parser.add_argument("--topics", default="rag24-mini-test")
     parser.add_argument("--qrels", default="rag24-mini-test")
     parser.add_argument("--model", default="minilm")
+    parser.add_argument("--pooling", choices=["cls", "mean"], help="override the model's pooling (MiniLM: mean)")
+    parser.add_argument("--no-normalize", action="store_true", help="unnormalised vectors (MiniLM: normalised)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--modes", nargs="+", help="default: fp32 auto bf16 int8 (CPU) or fp32 auto bf16 fp16 (GPU)")
@@ -62,7 +69,10 @@ def main() -> None:
     passages = list(iter_corpus(resolve_corpus(args.corpus)))[:args.limit]
     texts, docids = [p.text for p in passages], [p.docid for p in passages]
     topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
-    encoder = DenseEncoder.from_pretrained(args.model).to(args.device)
+    overrides = {"pooling": args.pooling} if args.pooling else {}
+    if args.no_normalize:
+        overrides["normalize"] = False
+    encoder = DenseEncoder.from_pretrained(args.model, **overrides).to(args.device)
     modes = args.modes or modes_for(args.device)
     if modes[0] != "fp32":
         modes = ["fp32", *[m for m in modes if m != "fp32"]]
@@ -80,7 +90,7 @@ def main() -> None:
         run_same = search(encoder, index, topics, mode)
         if mode == "fp32":
             reference = {"vectors": vectors, "run": run_fp32q}
-        cos = (vectors * reference["vectors"]).sum(1)
+        cos = (unit(vectors) * unit(reference["vectors"])).sum(1)
         metrics = evaluate(qrels, run_fp32q, ["ndcg@10", "r@100"])
         rows.append({"mode": mode if mode == concrete else f"{mode} (= {concrete})",
                      "ndcg": metrics["ndcg_cut_10"], "r100": metrics["recall_100"],
@@ -105,15 +115,18 @@ def main() -> None:
         verdict = (f"Acceptance, the default ({default['mode']}) keeps nDCG@10 within {TOLERANCE} of fp32: "
                    f"{'yes' if abs(delta) <= TOLERANCE else 'no'} ({delta:+.4f}).")
     corpus = f"full {args.corpus}" if args.limit is None else f"first {len(texts)} passages of {args.corpus}"
-    body = (f"### Quality of each precision, {device_label(args.device)}: {corpus} ({len(texts)} passages), "
+    pooled = f", {args.pooling} pooling" if args.pooling else ""
+    pooled += ", unnormalised" if args.no_normalize else ""
+    body = (f"### Quality of each precision, {device_label(args.device)}{pooled}: {corpus} ({len(texts)} passages), "
             f"{args.topics} ({len(topics)} topics)\n\n"
             f"Encode every passage → flat index → `DenseSearcher` (queries in fp32, as `ance_ir.search` encodes "
-            f"them) → pytrec_eval. Batch size {args.batch_size}, {torch.get_num_threads()} torch threads; "
-            "passages/s is a single run, not a median (see the throughput tables for timing).\n\n"
+            f"them) → pytrec_eval. `{args.model}`, {encoder.config.pooling} pooling"
+            f"{', normalised' if encoder.config.normalize else ', unnormalised'}. Batch size {args.batch_size}, "
+            f"{torch.get_num_threads()} torch threads; passages/s is a single run, not a median (see the "
+            "throughput tables for timing).\n\n"
             + "\n".join(lines) + "\n\n" + verdict + "\n\n" + provenance(load_before))
-    print(body)
-    if args.output:
-        write_section(args.output, f"encode-quality {device_label(args.device)}", body)
+    variant = [*([args.pooling] if args.pooling else []), *(["unnormalised"] if args.no_normalize else [])]
+    publish(body, args.output, " ".join(["encode-quality", device_label(args.device), *variant]))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ from bench.common import (
     load_average,
     peak_rss_mib,
     provenance,
+    publish,
     run_child,
-    write_section,
 )
 
 MAX_LENGTH = 256
@@ -233,9 +233,7 @@ def main() -> None:
     cli = measure_cli(args, passages) if args.cli_repeats and "pyserini" in names else None
     body = tables(args, names, seconds, rss, agreement, cli, len(texts))
     body += "\n" + provenance(load_before, ("pyserini", "sentence-transformers"))
-    print(body)
-    if args.output:
-        write_section(args.output, f"encode-throughput {device_label(args.device)}", body)
+    publish(body, args.output, f"encode-throughput {device_label(args.device)}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from ance_ir.cli import positive_int
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus, resolve_topics
 from ance_ir.modeling.kinds import load_model
-from bench.common import alternating_medians, device_label, load_average, provenance, write_section
+from bench.common import alternating_medians, device_label, load_average, provenance, publish
 
 
 @contextmanager
@@ -103,9 +103,7 @@ def main() -> None:
              *rows,
              "", provenance(load_before)]
     body = "\n".join(lines)
-    print(body)
-    if args.output:
-        write_section(args.output, f"first-tokens {device_label('cpu')}", body)
+    publish(body, args.output, f"first-tokens {device_label('cpu')}")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         model, batch, chunk = args.child.split(",")
         print(json.dumps(child(model, args.device, int(batch), int(chunk), args.steps, args.corpus)))
         return
-    from bench.common import load_average, provenance, run_child, write_section
+    from bench.common import load_average, provenance, publish, run_child
 
     load = load_average()
     rows = []
@@ -151,9 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"{cached['examples_per_s']:.1f} |" if cached else
                          f"| {model} | {batch} | {plain['peak_mib']:.0f} | – | {plain['examples_per_s']:.1f} | – |")
     body = "\n".join(lines) + "\n\n" + provenance(load)
-    print(body)
-    if args.output:
-        write_section(args.output, f"{MARKER}-{args.device.split(':')[0]}", body)
+    publish(body, args.output, f"{MARKER}-{args.device.split(':')[0]}")
 
 
 if __name__ == "__main__":

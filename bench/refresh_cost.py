@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ance_ir.cli import child_env
-from bench.common import device_label, load_average, provenance, run_child, write_section
+from bench.common import device_label, load_average, provenance, publish, run_child
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("load_s", "encode_s", "index_s", "mine_s", "publish_s", "eval_s")
@@ -124,9 +124,7 @@ def main() -> None:
             f"{wall:.0f} s wall, peak RSS {rss:.0f} MiB. Mining searches each training query's top 200 (plus its "
             "judged passages, which are removed); eval searches and scores the test topics.\n\n"
             + head + in_run + "\n" + variants + "\n\n" + provenance(load_before))
-    print(body)
-    if args.output:
-        write_section(args.output, f"refresh-cost {device_label(args.device)}", body)
+    publish(body, args.output, f"refresh-cost {device_label(args.device)}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import torch
 from ance_ir.cli import positive_int
 from ance_ir.data import iter_corpus, read_run
 from ance_ir.datasets import resolve_corpus, resolve_topics
-from bench.common import alternating_medians, device_label, load_average, provenance, write_section
+from bench.common import alternating_medians, device_label, load_average, provenance, publish
 
 
 def sequence_classifier(backbone: str, folder: Path) -> Path:
@@ -139,9 +139,7 @@ def main() -> None:
               "against it at the same truncation).",
               "", provenance(load_before, ("sentence-transformers",))]
     body = "\n".join(lines)
-    print(body)
-    if args.output:
-        write_section(args.output, f"rerank-speed {device_label(args.device)}", body)
+    publish(body, args.output, f"rerank-speed {device_label(args.device)}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from ance_ir.cli import hidden_alias, positive_int
 from ance_ir.datasets import resolve_topics
 from ance_ir.index import load_dense_index
 from ance_ir.search import DenseSearcher, encoder_for_index
-from bench.common import alternating_medians, load_average, provenance, write_section
+from bench.common import alternating_medians, load_average, provenance, publish
 
 
 class PrecomputedQueries:
@@ -132,9 +132,7 @@ def main() -> None:
             + "\n".join(lines) + "\n\n" + "\n".join(lat) + "\n\n"
             f"Same top-10 docids in both for {100 * same_top10:.1f}% of the queries.\n\n{verdict}\n\n"
             + provenance(load_before))
-    print(body)
-    if args.output:
-        write_section(args.output, f"search-speed {args.device}", body)
+    publish(body, args.output, f"search-speed {args.device}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import torch
 from ance_ir.cli import positive_int
 from ance_ir.data import iter_corpus
 from ance_ir.datasets import resolve_corpus, resolve_topics
-from bench.common import alternating_medians, load_average, provenance, timed, write_section
+from bench.common import alternating_medians, load_average, provenance, publish, timed
 
 
 def main() -> None:
@@ -111,9 +111,7 @@ def main() -> None:
         lines.append(f"| {name} | {s:.2f} | {len(topics) / s:.1f} |")
     lines += ["", provenance(load_before, ("pyserini",))]
     body = "\n".join(lines)
-    print(body)
-    if args.output:
-        write_section(args.output, "splade-speed cpu", body)
+    publish(body, args.output, "splade-speed cpu")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from ance_ir.train.loss import build_loss, dense_group_scores
 from ance_ir.train.modeling import DualEncoderModule, grad_norm, layer_groups
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.optim import Precision, build_optimizer
-from bench.common import alternating_medians, device_label, load_average, provenance, write_section
+from bench.common import alternating_medians, device_label, load_average, provenance, publish
 
 IN_BATCH_NLL = build_loss("nll", temperature=0.05)
 
@@ -168,9 +168,7 @@ def main() -> None:
             f"({fb[names[best]] / fb[names[args.buckets[0]]]:.2f}× the time of `passage_buckets` {args.buckets[0]}, "
             f"{fb[names[best]] / fb[st]:.2f}× sentence-transformers'); the fused AdamW saves "
             f"{foreach - fused_s:.3f} s per step against PyTorch's default.\n\n" + provenance(load_before))
-    print(body)
-    if args.output:
-        write_section(args.output, f"train-profile {label.replace(', ', ' ')}", body)
+    publish(body, args.output, f"train-profile {label.replace(', ', ' ')}")
 
 
 if __name__ == "__main__":

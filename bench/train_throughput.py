@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from ance_ir.cli import child_env
-from bench.common import importable, load_average, provenance, run_child, write_section
+from bench.common import importable, load_average, provenance, publish, run_child
 
 
 def settings(args: argparse.Namespace) -> dict[str, str]:
@@ -180,9 +180,7 @@ def main() -> None:
             f"per row, {args.threads} threads. An example is one query with its passages.\n\n"
             + "\n".join(lines) + "\n\n" + verdict + "\n\n"
             + provenance(load_before, ("sentence-transformers", "accelerate")))
-    print(body)
-    if args.output:
-        write_section(args.output, f"train-throughput {args.device}", body)
+    publish(body, args.output, f"train-throughput {args.device}")
 
 
 if __name__ == "__main__":
