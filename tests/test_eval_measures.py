@@ -137,7 +137,7 @@ def test_cut_offs_follow_trec_evals_order_of_ties(tmp_path):
     write_run(run, run_path)
     ours = evaluate_per_query(qrels, run, ["mrr@10", "mrr@1", "judged@10", "judged@1"])
     assert ours["q1"] == {"recip_rank": 0.0, "recip_rank_cut_1": 0.0, "judged_10": 0.1, "judged_1": 1.0}
-    assert ours["q2"] == {"recip_rank": 1.0, "recip_rank_cut_1": 1.0, "judged_10": 0.1, "judged_1": 1.0}
+    assert ours["q2"] == {"recip_rank": 1.0, "recip_rank_cut_1": 1.0, "judged_10": 0.5, "judged_1": 1.0}  # 1 of 2
     for depth, key in (("10", "recip_rank"), ("1", "recip_rank_cut_1")):
         theirs = _trec_eval("-M", depth, "-m", "recip_rank", str(qrels_path), str(run_path))
         assert evaluate(qrels, read_run(run_path), [key])[key] == pytest.approx(theirs["recip_rank"]), depth
@@ -165,8 +165,9 @@ def test_mrr_depths(files):
 def test_judged_share_by_hand(files):
     qrels, run = {"q": {"a": 0, "b": 2}, "r": {"c": 1}}, {"q": [("a", 3.0), ("x", 2.0), ("b", 1.0)], "r": [("y", 1.0)]}
     per_query = evaluate_per_query(qrels, run, ["judged@2", "judged@3", "judged@10"])
-    assert per_query == {"q": {"judged_2": 0.5, "judged_3": pytest.approx(2 / 3), "judged_10": 0.2},
+    assert per_query == {"q": {"judged_2": 0.5, "judged_3": pytest.approx(2 / 3), "judged_10": pytest.approx(2 / 3)},
                          "r": {"judged_2": 0.0, "judged_3": 0.0, "judged_10": 0.0}}  # a grade-0 judgment counts
+    # out of the hits a query has when fewer than K, as ir_measures' Judged@K (its judged_provider.py)
     qrels, run, _, _ = files
     shares = [sum(d in qrels[q] for d, _ in hits[:10]) / 10 for q, hits in run.items()]
     assert evaluate(qrels, run, ["judged@10", "ndcg@10"])["judged_10"] == pytest.approx(sum(shares) / len(shares))

@@ -94,6 +94,25 @@ def test_average_matches_pyserini(normalize):
         assert [s * (3 if normalize else 1) for _, s in ours[qid]] == pytest.approx(list(rows["score"]))
 
 
+def test_a_list_of_one_score_normalises_as_pyserini_normalize_does():
+    """A single hit, or ties only: its documents 1, the absent ones 0 (not all 0, which would drop the list)."""
+    from pyserini.fusion import normalize as pyserini_normalize
+    from pyserini.trectools import TrecRun
+
+    runs = [{"q1": [("x", 7.3)], "q2": [("x", 5.0), ("y", 5.0)], "q3": [("w", 2.0), ("v", 1.0)]},
+            {"q1": [("y", 0.9), ("z", 0.8), ("x", 0.1)], "q2": [("z", 0.9), ("x", 0.5), ("y", 0.1)],
+             "q3": [("u", 3.0)]}]
+    trec = [TrecRun.from_list([(q, "Q0", d, rank, s, "r") for q, hits in run.items()
+                               for rank, (d, s) in enumerate(hits, start=1)]) for run in runs]
+    theirs = pyserini_normalize(trec).run_data
+    ours = average(runs, depth=None, k=None, normalize=True)
+    for qid in runs[0]:
+        rows = theirs[theirs["topic"] == qid]
+        assert [d for d, _ in ours[qid]] == list(rows["docid"])
+        assert [2 * s for _, s in ours[qid]] == pytest.approx(list(rows["score"]))
+    assert interpolate(runs[0], runs[1], 0.5, 0.5, normalize=True)["q1"] == [("x", 0.5), ("y", 0.5), ("z", 0.4375)]
+
+
 def test_rrf_by_hand():
     a = {"q": [("x", 9.0), ("y", 8.0), ("z", 7.0)]}
     b = {"q": [("z", 3.0), ("x", 2.0)]}

@@ -12,7 +12,8 @@ map, map@100, success@5, mrr@K). A cut-off family without cut-offs gives trec_ev
 P_1000). Reciprocal rank is taken over each query's top K (trec_eval -M K): recip_rank and mrr@10 are MRR@10
 (key recip_rank); mrr@K has the key recip_rank_cut_K. num_* measures are summed over queries and gm_* are
 geometric means, as trec_eval reports them. judged@K (judged.K), not in pytrec_eval, is
-ir_measures' Judged@K: the share of each query's top K hits judged at any grade, counted out of K.
+ir_measures' Judged@K: the share of each query's top K hits judged at any grade (out of its hits where it has
+fewer than K).
 
 One run: the measures over the queries in both qrels and run (trec_eval's default; --complete: every query
 of the qrels, as trec_eval -c). Several runs: a table of every run's measures and, for each run against the

@@ -12,7 +12,8 @@ Every spelling resolves to one or more :class:`Measure` s, each one value per qu
 * short aliases, case-insensitive: ``ndcg@10``, ``r@20``/``recall@20``, ``p@5``/``precision@5``, ``map@100``,
   ``success@5``, ``mrr@10``;
 * ``judged@K`` (``judged.K``), computed here (pytrec_eval lacks it): the share of each query's top K hits judged at
-  any grade, counted out of K, as ir_measures' ``Judged@K``; how much of a run's score rests on judged passages.
+  any grade (out of its hits where it has fewer than K), as ir_measures' ``Judged@K`` but with trec_eval's order
+  of tied scores (ir_measures puts ties in docid order); how much of a run's score rests on judged passages.
   (Pyserini's ``trec_eval -m judged.K`` pools every query's top K and divides by the hits there, run queries
   without judgments included: the same mean when each query has K hits and judgments.)
 

@@ -49,8 +49,9 @@ def trec_eval_order(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
 
 def judged_share(ordered: list[tuple[str, float]], judged: dict[str, int], k: int) -> float:
     """judged@k: the share of the top ``k`` of hits already in trec_eval's order (:func:`trec_eval_order`) judged
-    at any grade, counted out of ``k``."""
-    return sum(docid in judged for docid, _ in ordered[:k]) / k
+    at any grade, out of ``k`` or the hits there are when fewer (as ir_measures' ``Judged@k``); 0 without hits."""
+    top = ordered[:k]
+    return sum(docid in judged for docid, _ in top) / len(top) if top else 0.0
 
 
 # trec_eval's floor for the logarithms behind gm_map and gm_bpref

@@ -60,8 +60,9 @@ def average_tables(runs: Sequence[RunTable], depth: int | None = 1000, k: int | 
                    normalize: bool = False) -> RunTable:
     """The mean of the runs' scores (CombSUM over the number of runs): :func:`weighted_sum_tables` with equal
     weights. With ``normalize`` it ranks as ``pyserini.fusion``'s ``normalize`` method (its scores are these times
-    the number of runs); without, as its ``average`` where every run lists the same documents (Pyserini gives a
-    missing document 0, not the run's lowest score)."""
+    the number of runs) where no run lists more than ``depth`` hits for a query (Pyserini takes each list's range
+    over the whole run, this over its top ``depth``); without, as its ``average`` where every run lists the same
+    documents (Pyserini gives a missing document 0, not the run's lowest score)."""
     if not runs:
         raise ValueError("averaging needs at least one run")
     return weighted_sum_tables(runs, [1 / len(runs)] * len(runs), depth, k, normalize)
@@ -73,8 +74,10 @@ def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], dept
 
     A document absent from one list gets that list's minimum score for the query (0 if the query has no hits
     there). ``normalize``: each list's scores first mapped to [0, 1] per query, ``(s - min) / (max - min)``, which
-    ranks as Pyserini's hybrid ``--normalization`` does (it centres on the midrange: a shift per query). Output is
-    sorted by fused score, ties by docid, and cut to ``k``; queries in order of first appearance.
+    ranks as Pyserini's hybrid ``--normalization`` does (it centres on the midrange: a shift per query); a list of
+    one score (a single hit, or ties only) maps its documents to 1 and the absent ones to 0, as Pyserini's
+    ``normalize`` fusion does. Output is sorted by fused score, ties by docid, and cut to ``k``; queries in order of
+    first appearance.
     """
     heads = [run.head(depth) for run in runs]
     pairs = _Pairs(heads)
@@ -90,7 +93,9 @@ def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], dept
         side = fill[pairs.query]
         side[rows] = head.scores
         if normalize:
-            side = (side - fill[pairs.query]) / np.where(span > 0, span, 1.0)[pairs.query]
+            flat = (span == 0)[pairs.query]  # the pairs of queries whose list has one score
+            side = np.where(flat, 0.0, (side - fill[pairs.query]) / np.where(span > 0, span, 1.0)[pairs.query])
+            side[rows[flat[rows]]] = 1.0
         fused = weight * side if fused is None else fused + weight * side  # as w1 * s1 + w2 * s2 sums (-0.0 kept)
     return pairs.ranked(fused if fused is not None else np.zeros(pairs.count), k)
 
