@@ -59,6 +59,9 @@ bench: $(BENCH_STAMP) indexes/rag24-mini.minilm
 	$(BIN)/python -m ance_ir.datasets fetch rag24-mini
 	$(BENCH) bench.encode_throughput --output docs/bench.md
 	$(BENCH) bench.encode_quality --output docs/bench.md
+	$(BENCH) bench.encode_quality --pooling cls --no-normalize --output docs/bench.md
+	$(BENCH) bench.encode_quality --pooling cls --modes fp32 int8 --output docs/bench.md
+	$(BENCH) bench.encode_quality --pooling mean --no-normalize --modes fp32 int8 --output docs/bench.md
 	$(BENCH) bench.encode_levers --output docs/bench.md
 	$(BENCH) bench.encode_host --output docs/bench.md
 	$(BENCH) bench.search_speed --index indexes/rag24-mini.minilm --output docs/bench.md

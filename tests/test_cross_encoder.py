@@ -306,6 +306,20 @@ def test_rerank_orders_the_top_depth_by_the_model(trained_head, collection, firs
     assert expected != top  # the model did reorder
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_passages_of_identical_text_tie_and_keep_the_first_stage_order(trained_head, precision):
+    """Scored apart (batches of 2, int8's activation scale per batch), twins would differ by rounding."""
+    from ance_ir.rerank import rerank
+
+    passages = {"dA": TOY_PASSAGES["d1"], "dB": TOY_PASSAGES["d8"], "dC": TOY_PASSAGES["d8"], "dD": "bread"}
+    first = {"q1": [("dA", 4.0), ("dB", 3.0), ("dD", 2.0), ("dC", 1.0)]}
+    reranked = rerank(first, TOY_TOPICS, passages, load_model(trained_head), depth=4, batch_size=2,
+                      precision=precision)["q1"]
+    scores = dict(reranked)
+    assert scores["dB"] == scores["dC"]
+    assert [d for d, _ in reranked].index("dB") + 1 == [d for d, _ in reranked].index("dC")
+
+
 def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, collection, tmp_path):
     groups = [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1", score=9.0),),
                             (GroupPassage("d7", score=3.0), GroupPassage("d8"))),

@@ -4,8 +4,10 @@ BERT has no dropout), with padding in the batch, in fp32, bf16 and int8 (int8 wi
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 import torch
 
@@ -75,3 +77,24 @@ def test_training_and_other_architectures_run_whole(toy_bert):
     relative = BertConfig.from_pretrained(toy_bert)
     relative.position_embedding_type = "relative_key"
     assert first_token_bert(model, BertModel(relative)) is None
+
+
+@pytest.mark.parametrize("kind", ["cross-encoder", "dense", "mebert"])
+def test_a_tokenizer_saved_to_pad_on_the_left_pads_on_the_right(toy_bert, tmp_path, kind):
+    """Position 0 holds the CLS state only with right padding (the backbone gets no position ids), so a checkpoint
+    whose tokenizer says left is loaded to pad right: a text in a padded batch scores as it does alone."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "left"
+    shutil.copytree(toy_bert, folder)
+    AutoTokenizer.from_pretrained(toy_bert, padding_side="left").save_pretrained(folder)
+    model = load_model(folder, kind).eval()
+    assert model.tokenizer.padding_side == "right"
+    if kind == "cross-encoder":
+        batched = model.score_pairs(QUERIES, PASSAGES, batch_size=4, precision="fp32")
+        alone = np.concatenate([model.score_pairs([q], [p], precision="fp32") for q, p in zip(QUERIES, PASSAGES,
+                                                                                              strict=True)])
+    else:
+        batched = model.encode_passages(PASSAGES, batch_size=4, precision="fp32")
+        alone = np.concatenate([model.encode_passages([p], precision="fp32") for p in PASSAGES])
+    assert np.allclose(batched, alone, atol=1e-5)

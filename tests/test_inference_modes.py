@@ -82,15 +82,23 @@ def test_int8_has_one_weight_scale_per_output_channel(tiny):
     assert len(scales) == quantised[0].out_features and len(set(scales.tolist())) > 1
 
 
-def test_auto_without_native_bf16_is_int8_for_the_dense_encoder_only(tiny):
+def test_auto_without_native_bf16_is_int8_for_normalised_vectors_only(tiny, tiny_bert_dir):
+    from ance_ir.modeling.kinds import load_model
+
     assert model_precision(tiny, "auto") == ("bf16" if native_bf16("cpu") else "int8")
     assert model_precision(tiny) == "fp32"  # the library default stays exact
     assert resolve_precision("auto", "cpu") == ("bf16" if native_bf16("cpu") else "fp32")
+    assert load_model(tiny_bert_dir, "dense", pooling="cls", normalize=True).cpu_auto_precision == "int8"
+    for kind, settings in (("dense", {"pooling": "mean", "normalize": False}), ("dense", {"pooling": "cls"}),
+                           ("mebert", {}), ("poly-encoder", {})):  # unnormalised vectors
+        model = load_model(tiny_bert_dir, kind, **settings)
+        assert model.cpu_auto_precision == "fp32", (kind, settings)
+        assert model_precision(model, "auto") == ("bf16" if native_bf16("cpu") else "fp32"), kind
 
 
 def test_kernels_capped_to_avx2_count_as_no_native_bf16():
-    code = ("from ance_ir.modeling import DenseEncoder, native_bf16, resolve_precision; "
-            "print(native_bf16('cpu'), resolve_precision('auto', 'cpu', DenseEncoder.cpu_auto_precision))")
+    code = ("from ance_ir.modeling import native_bf16, resolve_precision; "
+            "print(native_bf16('cpu'), resolve_precision('auto', 'cpu', 'int8'))")
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "int8"]

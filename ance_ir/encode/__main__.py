@@ -107,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="override the encoder's passage length in tokens (e.g. 512 for FirstP documents)")
     parser.add_argument("--precision", default="auto", metavar="{auto,fp32,bf16,fp16,int8}",
                         help="auto (default): bf16 autocast where the CPU/GPU computes bf16 natively, fp16 on "
-                             "older GPUs; on other CPUs int8 for dense encoders (each within 0.005 nDCG@10 of "
-                             "fp32, see docs/bench.md), else fp32; int8: dynamic quantisation on the CPU, one "
-                             "scale per output channel (lossy; a batch's activations share one scale)")
+                             "older GPUs; on other CPUs int8 for normalised vectors (within 0.005 nDCG@10 of "
+                             "fp32; unnormalised ones lose more, see docs/bench.md), else fp32; int8: dynamic "
+                             "quantisation on the CPU, one scale per output channel (lossy; a batch's activations "
+                             "share one scale)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's, one per core)")
     parser.add_argument("--centroids", type=positive_int,
                         help="token index: k-means centroids (default 2^floor(log2(16 sqrt(tokens))), ColBERTv2's)")

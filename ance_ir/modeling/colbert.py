@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import load_backbone, save_transformer
+from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -107,7 +107,7 @@ class ColBERT(torch.nn.Module):
             raise ValueError(f"{name_or_path}: its projection has dimension {saved['dim']}, not {dim}")
         given = {"dim": dim, "query_max_length": query_max_length, "passage_max_length": passage_max_length}
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             backbone = load_backbone(path)
         except OSError as error:
             raise unavailable(name_or_path, error) from error

@@ -18,14 +18,13 @@ from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
-    AutoTokenizer,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import load_backbone, quiet_transformers, save_transformer
+from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
 from ance_ir.modeling.inference import batch_bar, running
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
@@ -85,7 +84,7 @@ class CrossEncoder(torch.nn.Module):
         path = resolve_model_path(name_or_path)
         try:
             config = AutoConfig.from_pretrained(path)
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             if _is_classifier(config):
                 if config.num_labels != 1:
                     raise ValueError(f"{name_or_path}: a sequence-classification model with {config.num_labels} "
@@ -131,17 +130,13 @@ class CrossEncoder(torch.nn.Module):
         return {k: v for k, v in encoded.items() if k in self.tokenizer.model_input_names}
 
     def collate(self, encoded: Encoded, rows: Sequence[int]) -> dict[str, torch.Tensor]:
-        """Tensors of the pairs ``rows`` of ``encoded``, padded to the longest of them."""
+        """Tensors of the pairs ``rows`` of ``encoded``, padded on the right to the longest of them."""
         width = max(len(encoded["input_ids"][i]) for i in rows)
-        left = self.tokenizer.padding_side == "left"
         out = {}
         for key, values in encoded.items():
             fill = self.tokenizer.pad_token_id if key == "input_ids" else 0
-            padded = []
-            for i in rows:
-                pad = [fill] * (width - len(values[i]))
-                padded.append(pad + list(values[i]) if left else list(values[i]) + pad)
-            out[key] = torch.tensor(padded, dtype=torch.long)
+            out[key] = torch.tensor([list(values[i]) + [fill] * (width - len(values[i])) for i in rows],
+                                    dtype=torch.long)
         return out
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:

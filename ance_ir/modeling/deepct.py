@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import load_backbone, save_transformer
+from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -98,7 +98,7 @@ class DeepCT(torch.nn.Module):
         path = resolve_model_path(name_or_path)
         saved = read_settings(path, CONFIG_NAME)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             backbone = load_backbone(path)  # no pooler: a parameter without gradient stops DDP
         except OSError as error:
             raise unavailable(name_or_path, error) from error

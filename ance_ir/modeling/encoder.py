@@ -56,6 +56,13 @@ def load_backbone(path: str | Path) -> PreTrainedModel:
             return AutoModel.from_pretrained(path, dtype=torch.float32)
 
 
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """``path``'s tokenizer, padding on the right whatever its saved config says: the models here give their
+    backbone no position ids and read the first tokens' states at position 0, so a batch padded on the left would
+    shift every text shorter than the longest."""
+    return AutoTokenizer.from_pretrained(path, padding_side="right")
+
+
 def save_tokenizer(folder: Path, tokenizer: PreTrainedTokenizerBase) -> None:
     """Write ``tokenizer`` into ``folder``; a fast tokenizer's last truncation and padding, which it keeps set
     after a call, are cleared first so that they are not saved with it."""
@@ -126,10 +133,15 @@ class DenseEncoder(torch.nn.Module):
 
     #: precision of ``encode_*`` when the call names none (see :mod:`ance_ir.modeling.inference`)
     inference_precision: str = "fp32"
-    #: what ``auto`` means on a CPU without native bf16 (measured within 0.005 nDCG@10 of fp32, docs/bench.md)
-    cpu_auto_precision: str = "int8"
     #: whether saving writes sentence-transformers files (one vector per text, as this class computes it)
     sentence_transformers: bool = True
+
+    @property
+    def cpu_auto_precision(self) -> str:
+        """What ``auto`` means on a CPU without native bf16: int8 for L2-normalised vectors (within 0.005 nDCG@10 of
+        fp32 for MiniLM, mean or CLS pooling), fp32 for unnormalised ones, whose dot products int8 moves more (their
+        lengths move too: -0.011 and -0.021 nDCG@10 for MiniLM's; ``docs/bench.md``, quality of each precision)."""
+        return "int8" if self.config.normalize else "fp32"
 
     def __init__(self, towers: Mapping[str, Tower], tokenizer: PreTrainedTokenizerBase,
                  config: EncoderConfig):
@@ -166,7 +178,7 @@ class DenseEncoder(torch.nn.Module):
             raise ValueError(f"{path} holds separate query and passage towers; it cannot be loaded as shared")
         sides = SIDES[:1] if config.shared else SIDES
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             towers = {side: Tower.load(Path(path) / side if split else path, config) for side in sides}
         except OSError as error:
             raise unavailable(name_or_path, error) from error

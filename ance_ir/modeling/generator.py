@@ -34,7 +34,6 @@ from tqdm import tqdm
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
-    AutoTokenizer,
     EncoderDecoderModel,
     GenerationConfig,
     LogitsProcessor,
@@ -43,7 +42,7 @@ from transformers import (
 )
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import load_backbone, quiet_transformers, save_transformer
+from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -216,7 +215,7 @@ class QueryGenerator(torch.nn.Module):
         saved = read_settings(path, CONFIG_NAME)
         try:
             config = AutoConfig.from_pretrained(path)
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             fresh = not getattr(config, "is_encoder_decoder", False)
             if not fresh:
                 if decoder is not None:

@@ -4,9 +4,10 @@
 layer norms, softmax and the residual stream stay float32 (fp16 needs CUDA). ``int8``: a copy of the encoder
 whose ``Linear`` layers are dynamically quantised to int8 (CPU only; lossy, for fast ANCE refresh encodes).
 ``auto``: bf16 where the hardware computes bf16 natively (a CPU with AVX-512 BF16 or AMX, or a CUDA GPU with
-bf16 support), fp16 on older GPUs; on other CPUs the model kind's ``cpu_auto_precision``: int8 for the dense
-encoder (its fastest mode there within 0.005 nDCG@10 of fp32) and the kinds built on it (ME-BERT, the
-poly-encoder), fp32 for the others. ``docs/bench.md`` has the speed and nDCG@10 of each mode on both kinds of CPU.
+bf16 support), fp16 on older GPUs; on other CPUs the model's ``cpu_auto_precision``: int8 for a dense encoder of
+L2-normalised vectors (its fastest mode there within 0.005 nDCG@10 of fp32), fp32 for unnormalised vectors (ANCE's,
+ME-BERT's, the poly-encoder's: int8 moves their dot products more) and the other kinds. ``docs/bench.md`` has the
+speed and nDCG@10 of each mode on both kinds of CPU.
 """
 
 from __future__ import annotations

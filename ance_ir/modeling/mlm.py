@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import quiet_transformers, save_transformer
+from ance_ir.modeling.encoder import load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.kinds import register_model_kind
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
@@ -58,7 +58,7 @@ class MaskedLM(torch.nn.Module):
                              "masking and max_length are settings of task: mlm)")
         path = resolve_model_path(name_or_path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             with quiet_transformers():
                 mlm, info = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
         except OSError as error:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import quiet_transformers, save_transformer
+from ance_ir.modeling.encoder import load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
@@ -86,7 +86,7 @@ class Splade(torch.nn.Module):
         saved = read_settings(path, CONFIG_NAME)
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
             with quiet_transformers():
                 mlm = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32)
         except OSError as error:

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                              "resumes; ColBERT and the poly-encoder encode a passage once per chunk it is in, so "
                              "larger chunks encode less (default 10000)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
-                        help="auto (bf16 where the hardware computes it natively; else fp32, int8 for a "
-                             "poly-encoder), fp32, bf16, fp16 (CUDA) or int8 (CPU, lossy) (default auto)")
+                        help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, fp16 "
+                             "(CUDA) or int8 (CPU, lossy) (default auto)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")

@@ -61,18 +61,23 @@ def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], mod
     text) keep the first-stage order in the run, and trec_eval and pytrec_eval, which break score ties by docid,
     may score them in another.
 
-    All pairs are scored in one :meth:`~CrossEncoder.score_pairs` call (length-sorted batches across queries).
+    Each distinct (query, passage) text pair is scored once, so passages of identical text tie exactly (scored
+    apart, their scores would differ by the rounding of their batches), all in one :meth:`~CrossEncoder.score_pairs`
+    call (length-sorted batches across queries).
     The hits below ``depth`` follow in their first-stage order with scores ``lowest - 1``, ``lowest - 2``, ...
     (``lowest``: the query's lowest reranked score), so that every tool sorts them the same way.
     """
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
     pairs = [(qid, docid) for qid, ranking in run.items() for docid, _ in ranking[:depth]]
-    scores = model.score_pairs([topics[q] for q, _ in pairs], [passages[d] for _, d in pairs],
-                               batch_size=batch_size, precision=precision, show_progress=show_progress)
+    texts = [(topics[qid], passages[docid]) for qid, docid in pairs]
+    distinct = list(dict.fromkeys(texts))
+    scores = model.score_pairs([q for q, _ in distinct], [p for _, p in distinct], batch_size=batch_size,
+                               precision=precision, show_progress=show_progress)
+    score_of = dict(zip(distinct, scores.tolist(), strict=True))
     by_query: dict[str, list[tuple[str, float]]] = {}
-    for (qid, docid), score in zip(pairs, scores.tolist(), strict=True):
-        by_query.setdefault(qid, []).append((docid, score))
+    for (qid, docid), text in zip(pairs, texts, strict=True):
+        by_query.setdefault(qid, []).append((docid, score_of[text]))
     out: Run = {}
     for qid, ranking in run.items():
         top = sorted(by_query.get(qid, []), key=lambda hit: -hit[1])  # stable: ties keep the run's order

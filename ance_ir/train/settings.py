@@ -188,8 +188,8 @@ class RefreshSection(Section):
     max_staleness: int | None = _opt(None, "async: wait when the negatives are more than N steps old",
                                      "max_staleness")
     precision: str = _opt("auto", "encoding precision (" + ", ".join(INFERENCE_PRECISIONS) + "; auto = bf16 "
-                                  "where the hardware has native bf16, fp16 on older GPUs, int8 on other CPUs; "
-                                  "docs/bench.md)", "refresh_precision")
+                                  "where the hardware has native bf16, fp16 on older GPUs, on other CPUs int8 for "
+                                  "normalised vectors, else fp32; docs/bench.md)", "refresh_precision")
     index_type: str = _opt("flat", "faiss index type (" + ", ".join(INDEX_TYPES) + ")", "index_type")
     batch_size: int = _opt(128, "passages per encoding batch", "encode_batch_size")
     hits: int = _opt(1000, "passages retrieved per eval query", "eval_hits")

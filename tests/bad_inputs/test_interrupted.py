@@ -175,7 +175,8 @@ def test_sigterm_stops_rerank_and_the_rerun_scores_only_what_was_left(tmp_path, 
     code, err = _kill_when([sys.executable, "-m", "ance_ir.rerank", *argv, "--output", str(output)],
                            lambda: (work / "scores-00001.npy").is_file(), sig=signal.SIGTERM)
     assert code == 143, err
-    kept = re.fullmatch(rf"interrupted: (\d+) of 4800 pairs scored are kept in {re.escape(str(work))}; rerun the "
+    # 600 queries x 8 passages, 4,200 distinct text pairs (d7's text is d0's): each is scored once
+    kept = re.fullmatch(rf"interrupted: (\d+) of 4200 pairs scored are kept in {re.escape(str(work))}; rerun the "
                         "same command to resume", err.strip().splitlines()[-1])
     assert kept and int(kept[1]) >= 16, err
     assert not output.exists()
@@ -199,7 +200,7 @@ def test_sigterm_stops_rerank_and_the_rerun_scores_only_what_was_left(tmp_path, 
     with pytest.raises(SystemExit) as done:
         run_cli(rerank_main, [*argv, "--output", str(output)])
     assert done.value.code == 0
-    assert f"reused {kept[1]} of 4800 pairs already scored in {work}" in capfd.readouterr().err  # every kept chunk
+    assert f"reused {kept[1]} of 4200 pairs already scored in {work}" in capfd.readouterr().err  # every kept chunk
     assert output.read_bytes() == straight.read_bytes().replace(b"straight", b"reranked")  # the run tag
     assert _leftovers(tmp_path) == []
 
