@@ -74,21 +74,28 @@ def run_module(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
 
 
+def module_main(module: str) -> Callable:
+    """The ``main`` that ``python -m MODULE`` runs: its package's ``__main__``'s, or a module file's own
+    (``ance_ir.index.compress``)."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{module}.__main__").main
+    except ModuleNotFoundError as e:
+        if e.name != f"{module}.__main__":
+            raise
+        return importlib.import_module(module).main
+
+
 def run_here(module: str, *args: str) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS`` run in this process (its ``main`` through ``run_cli``), its exit status and its
     stdout and stderr captured as :func:`run_module` captures them; for a CLI whose behaviour under test needs no
     fresh interpreter (saves the seconds each interpreter spends importing torch)."""
     import contextlib
-    import importlib
 
     from ance_ir.cli import run_cli
 
-    try:
-        main = importlib.import_module(f"{module}.__main__").main
-    except ModuleNotFoundError as e:  # a module file (``ance_ir.index.compress``), not a package
-        if e.name != f"{module}.__main__":
-            raise
-        main = importlib.import_module(module).main
+    main = module_main(module)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
         run_cli(main, list(args))

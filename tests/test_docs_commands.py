@@ -4,7 +4,6 @@ removed in the code fails here rather than for a reader copying the command."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import re
 import sys
@@ -12,11 +11,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import module_main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "configs" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# ``python -m MODULE`` and what follows on its line and on the lines a trailing backslash joins to it (a name in
-# capitals, ``ance_ir.X``, stands for any module)
+# ``python -m MODULE`` and what follows on its line and on the lines a trailing backslash joins to it (placeholders
+# in capitals, ``ance_ir.X``, do not match)
 COMMAND = re.compile(r"python -m ((?:ance_ir|experiments|bench)(?:\.[a-z0-9_]+)+)\b((?:\\\n|[^\n`])*)")
 END = re.compile(r"\s(?:&&|\|\|?|;|>|2>|#)\s?")  # where the command ends and the shell goes on
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -37,15 +37,6 @@ def commands() -> list[tuple[str, str, list[str]]]:
     return found
 
 
-def _main(module: str):
-    try:
-        return importlib.import_module(f"{module}.__main__").main
-    except ModuleNotFoundError as e:
-        if e.name != f"{module}.__main__":
-            raise
-        return importlib.import_module(module).main
-
-
 class _Parsing(Exception):
     def __init__(self, parser: argparse.ArgumentParser):
         self.parser = parser
@@ -55,7 +46,7 @@ class _Parsing(Exception):
 def parser_of(module: str, head: str | None) -> argparse.ArgumentParser:
     """The parser ``python -m MODULE [HEAD]`` reads its arguments with (caught as it starts parsing); ``HEAD``, a
     first argument that is not a flag, may pick a command's own parser (``ance_ir.encode merge``)."""
-    main, argv = _main(module), [head] if head else []
+    main, argv = module_main(module), [head] if head else []
 
     def caught(self, *_, **__):
         raise _Parsing(self)
