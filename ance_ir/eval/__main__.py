@@ -39,7 +39,7 @@ import argparse
 import json
 import sys
 
-from ance_ir.cli import ArgumentParser, fill_defaults, given_flags, positive_int, run_cli, unit_float
+from ance_ir.cli import ArgumentParser, fill_defaults, given_flags, non_negative_int, positive_int, run_cli, unit_float
 from ance_ir.data import Run, read_run
 from ance_ir.eval import (
     DEFAULT_METRICS,
@@ -73,7 +73,7 @@ def _parser() -> ArgumentParser:
     tests = parser.add_argument_group("comparing runs")
     tests.add_argument("--permutations", type=positive_int,
                        help="sign flips of the randomisation test (default 10000)")
-    tests.add_argument("--seed", type=int, help="seed of the randomisation test (default 0)")
+    tests.add_argument("--seed", type=non_negative_int, help="seed of the randomisation test (default 0)")
     tests.add_argument("--correction", choices=CORRECTIONS,
                        help="multiple-comparison correction across the runs compared with the first (default holm, "
                             "Holm-Bonferroni)")

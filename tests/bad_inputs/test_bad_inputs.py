@@ -220,6 +220,8 @@ CASES = {
     "fusion-rrf-k-negative": Case("fusion", FUSION + " --rrf-k -1", "", "argument --rrf-k"),
     "fusion-alpha-1.5": Case("fusion", FUSION + " --method interpolation --alpha 1.5", "", "argument --alpha"),
     "eval-seed-0-with-one-run": Case("eval", EVAL + " --seed 0", "", "is a setting of comparing runs"),
+    "eval-seed-negative": Case("eval", EVAL + " --run {W}/run.trec --seed -1", "",
+                               "argument --seed: expected an integer >= 0, got '-1'"),
     "fusion-alpha-0-with-rrf": Case("fusion", FUSION + " --alpha 0", "", "--alpha is a setting of --method "
                                                                           "interpolation, not of rrf"),
     "fusion-nan-score": Case("fusion", FUSION.replace("{W}/run2.trec", "{F}/run_nan.trec"), "{F}/run_nan.trec:2",
