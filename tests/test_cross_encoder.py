@@ -341,6 +341,26 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
         assert np.allclose([p.score for p in (*after.positives, *after.negatives)], expected, atol=1e-5)
 
 
+def test_a_group_passage_outside_the_corpus_is_scored_by_its_own_text(trained_head, collection, tmp_path):
+    """As ``data.source: groups`` trains on it (pretraining pairs: new texts under new ids); none: refused."""
+    source, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl"
+    write_groups(source, [TrainingGroup("q2", TOY_TOPICS["q2"], (GroupPassage("new-1", text="bread at home",
+                                                                              title="Baking"),),
+                                        (GroupPassage("d5"),))])
+    done = run_here("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"),
+                    "--model", str(trained_head), "--output", str(output), "--quiet", "--precision", "fp32")
+    assert done.returncode == 0, done.stderr
+    expected = load_model(trained_head).score_pairs([TOY_TOPICS["q2"]] * 2,
+                                                    ["Baking bread at home", TOY_PASSAGES["d5"]])
+    group = read_groups(output)[0]
+    assert np.allclose([group.positives[0].score, group.negatives[0].score], expected, atol=1e-5)
+    write_groups(source, [TrainingGroup("q2", TOY_TOPICS["q2"], (GroupPassage("new-1"),))])
+    output.unlink()
+    assert_refused(run_here("ance_ir.rerank", "--groups", str(source), "--corpus", str(collection / "corpus.jsonl"),
+                            "--model", str(trained_head), "--output", str(output)),
+                   "document 'new-1' of query 'q2' is not in the corpus", output)
+
+
 def test_rerank_bad_inputs_give_one_line(toy_bert, trained_head, collection, first_stage, tmp_path):
     output = tmp_path / "out.trec"
     dense = tmp_path / "dense"

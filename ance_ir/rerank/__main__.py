@@ -11,9 +11,10 @@ metrics are printed. The scores are kept in chunks of ``--chunk-size`` pairs in 
 is written: an interrupted run (Ctrl-C, SIGTERM, a kill) rerun with the same command scores only the pairs it had
 not reached (:mod:`ance_ir.rerank.resume`).
 
-With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``python -m ance_ir.negatives``
-writes them): every passage gets the model's score as its ``score``, the teacher score that training with
-``data.source: groups`` hands to a distillation loss, and ``--output`` is a groups file:
+With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``python -m ance_ir.negatives`` or
+``ance_ir.pretrain_data`` writes them; a passage outside the corpus is scored by its own text): every passage gets
+the model's score as its ``score``, the teacher score that training with ``data.source: groups`` hands to a
+distillation loss, and ``--output`` is a groups file:
 
     python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --output train-runs/bm25-groups.ce.jsonl.gz

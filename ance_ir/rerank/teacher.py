@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.data import InputError, TrainingGroup, iter_corpus
+from ance_ir.data import InputError, Passage, TrainingGroup, iter_corpus
 
 if TYPE_CHECKING:
     from ance_ir.modeling.colbert import ColBERT
@@ -16,14 +16,19 @@ if TYPE_CHECKING:
 
 
 def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_path: str | Path) -> dict[str, str]:
-    """The corpus texts of every passage of ``groups``; InputError naming the groups file for a missing one."""
+    """The texts of every passage of ``groups``: the corpus's, else the group's own (``title``, ``text``: pretraining
+    pairs carry new texts under new ids, as ``data.source: groups`` reads them); InputError naming the groups file
+    for a passage with neither."""
     needed = {p.docid for g in groups for p in (*g.positives, *g.negatives)}
     texts = {p.docid: p.text for p in iter_corpus(corpus) if p.docid in needed}
     for group in groups:
         for passage in (*group.positives, *group.negatives):
-            if passage.docid not in texts:
+            if passage.docid in texts:
+                continue
+            if passage.text is None:
                 raise InputError(groups_path, f"document {passage.docid!r} of query {group.query_id!r} is not in "
-                                              f"the corpus {corpus}")
+                                              f"the corpus {corpus} and has no text of its own")
+            texts[passage.docid] = Passage(passage.docid, passage.text, passage.title or "").text
     return texts
 
 
