@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.data.atomic import atomic_write
+from ance_ir.data.corpus import Passage
 from ance_ir.data.errors import InputError
 from ance_ir.data.lines import check_id, iter_lines, json_object
 
@@ -31,6 +32,11 @@ class GroupPassage:
     text: str | None = None
     score: float | None = None
     title: str | None = None
+
+    def own_text(self) -> str | None:
+        """The group's own text for this passage, its title joined in front as a corpus passage's
+        (:attr:`Passage.text`); None where it carries none (the corpus's is meant)."""
+        return None if self.text is None else Passage(self.docid, self.text, self.title or "").text
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {"docid": self.docid}

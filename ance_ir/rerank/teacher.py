@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.data import InputError, Passage, TrainingGroup, iter_corpus
+from ance_ir.data import InputError, TrainingGroup, iter_corpus
 
 if TYPE_CHECKING:
     from ance_ir.modeling.colbert import ColBERT
@@ -25,10 +25,11 @@ def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_p
         for passage in (*group.positives, *group.negatives):
             if passage.docid in texts:
                 continue
-            if passage.text is None:
+            own = passage.own_text()
+            if own is None:
                 raise InputError(groups_path, f"document {passage.docid!r} of query {group.query_id!r} is not in "
                                               f"the corpus {corpus} and has no text of its own")
-            texts[passage.docid] = Passage(passage.docid, passage.text, passage.title or "").text
+            texts[passage.docid] = own
     return texts
 
 

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ance_ir.data import load_corpus
-from ance_ir.data.corpus import Passage
 from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
 from ance_ir.train.loss import LOSSES
 from ance_ir.train.registry import Registry
@@ -192,7 +191,7 @@ class GroupsSource(DataSource):
             qid = group.query_id
             for p in group.positives:  # a new text (pretraining pairs: ICT's passage without its sentence)
                 if p.docid not in texts and p.text is not None:
-                    texts[p.docid] = Passage(p.docid, p.text, p.title or "").text
+                    texts[p.docid] = p.own_text()
             good = [p.docid for p in group.positives if p.docid in texts]
             missing += len(group.positives) - len(good)
             if not good:
