@@ -25,7 +25,16 @@ from conftest import (
 )
 from safetensors.torch import load_file
 
-from ance_ir.data import GroupPassage, TrainingGroup, read_groups, read_run, write_groups, write_run
+from ance_ir.data import (
+    GroupPassage,
+    InputError,
+    TrainingGroup,
+    min_max_scores,
+    read_groups,
+    read_run,
+    write_groups,
+    write_run,
+)
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.cross_encoder import HEAD_NAME, CrossEncoder
 from ance_ir.modeling.kinds import load_model, saved_kind
@@ -369,6 +378,13 @@ def test_rerank_bad_inputs_give_one_line(toy_bert, trained_head, collection, fir
                    "is a 'dense' model, which scores no (query, passage) pairs", output)
     assert_refused(run_here(*rerank_args(trained_head, collection, first_stage, output, "--depth", "0")),
                    "--depth must be at least 1, got 0", output)
+    assert_refused(run_here(*rerank_args(trained_head, collection, first_stage, output, "--first-stage-weight",
+                                         "-1")), "expected a finite number >= 0, got '-1'", output)
+    groups = tmp_path / "groups.jsonl"
+    write_groups(groups, [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1"),), (GroupPassage("d7"),))])
+    assert_refused(run_here("ance_ir.rerank", "--groups", str(groups), "--corpus", str(collection / "corpus.jsonl"),
+                            "--model", str(trained_head), "--output", str(output), "--first-stage-weight", "1"),
+                   "--first-stage-weight is a setting of --run, not of --groups", output)
     assert_refused(run_here(*rerank_args(toy_bert, collection, first_stage, output)),
                    "has no trained cross-encoder head", output)
     stray = collection / "stray.trec"
@@ -381,3 +397,68 @@ def test_rerank_bad_inputs_give_one_line(toy_bert, trained_head, collection, fir
     missing.write_text("q1 Q0 d99 1 1.0 first\n")
     assert_refused(run_here(*rerank_args(trained_head, collection, missing, output)),
                    "document 'd99' of query 'q1' is not in the corpus", output)
+
+
+def test_min_max_scores_map_each_query_to_unit_range():
+    run = {"q1": [("a", 5.0), ("b", 3.0), ("c", 1.0)], "q2": [("a", 2.0), ("b", 2.0)], "q3": []}
+    assert min_max_scores(run) == {"q1": {"a": 1.0, "b": 0.5, "c": 0.0}, "q2": {"a": 1.0, "b": 1.0}}
+    assert min_max_scores(run, depth=2) == {"q1": {"a": 1.0, "b": 0.0}, "q2": {"a": 1.0, "b": 1.0}}
+
+
+def residual_settings(collection: Path, toy_bert: Path, output: Path, first_stage: Path | None,
+                      weight: float | None) -> dict:
+    return settings(collection, toy_bert, output, optim={"max_steps": 4},
+                    model={"first_stage_weight": weight},
+                    task={"first_stage": str(first_stage) if first_stage else None})
+
+
+def test_a_residual_cross_encoder_adds_the_weighted_first_stage_in_training_and_rerank(
+        toy_bert, collection, first_stage, tmp_path):
+    config = load_sections(tmp_path / "r.yaml", residual_settings(collection, toy_bert, tmp_path / "run",
+                                                                   first_stage, 2.5))
+    model = load_model(toy_bert, "cross-encoder", first_stage_weight=2.5)
+    task = CrossEncoderTask(task_context(config, tmp_path / "run"), model)
+    batch = task.next_batch()
+    with torch.no_grad():
+        scores = task.module(batch.inputs.batches, batch.inputs.restore)
+    grouped = task.group_scores(scores, batch)
+    order = ["d8", "d7", "d6", "d5", "d4", "d3", "d2", "d1"]  # the fixture's scores 10, 9, ..., 3
+    prior = [[(10.0 - order.index(d) - 3.0) / 7.0 for d in g.docids] for g in batch.mine]
+    assert torch.allclose(grouped.scores, scores.view(3, 4) + 2.5 * torch.tensor(prior), atol=1e-6)
+
+    train(config)
+    saved = load_model(RunDir(tmp_path / "run").final)
+    assert saved.first_stage_weight == 2.5
+    for flag, weight in (((), 2.5), (("--first-stage-weight", "0"), 0.0), (("--first-stage-weight", "1"), 1.0)):
+        output = tmp_path / f"reranked.{weight}.trec"
+        done = run_here(*rerank_args(tmp_path / "run", collection, first_stage, output, "--depth", "5",
+                                       "--precision", "fp32", *flag))
+        assert done.returncode == 0, done.stderr
+        for qid, query in TOY_TOPICS.items():
+            top = order[:5]
+            own = saved.score_pairs([query] * 5, [TOY_PASSAGES[d] for d in top])
+            expected = own + weight * np.array([(4 - i) / 4 for i in range(5)])  # min-max over the top 5
+            ranked = read_run(output)[qid][:5]
+            assert [d for d, _ in ranked] == [top[i] for i in np.argsort(-expected, kind="stable")]
+            assert np.allclose([s for _, s in ranked], np.sort(expected)[::-1], atol=1e-5)
+
+
+@pytest.mark.parametrize(("weight", "with_run", "message"), [
+    (2.0, False, "task.first_stage: is needed: the model's first_stage_weight is 2.0"),
+    (None, True, "model.first_stage_weight: is 0, so task.first_stage would add nothing"),
+])
+def test_a_residual_needs_both_a_first_stage_and_its_weight(toy_bert, collection, first_stage, tmp_path, weight,
+                                                            with_run, message):
+    config = load_sections(tmp_path / "r.yaml", residual_settings(collection, toy_bert, tmp_path / "run",
+                                                                   first_stage if with_run else None, weight))
+    with pytest.raises(ValueError, match=message):
+        train(config)
+
+
+def test_a_first_stage_without_a_training_query_is_refused(toy_bert, collection, first_stage, tmp_path):
+    partial = collection / "partial.trec"
+    partial.write_text("".join(line + "\n" for line in first_stage.read_text().splitlines()
+                               if not line.startswith("q1 ")))
+    config = load_sections(tmp_path / "r.yaml", residual_settings(collection, toy_bert, tmp_path / "run", partial, 1.0))
+    with pytest.raises(InputError, match=rf"{partial}: has no hits for the training query 'q1'"):
+        train(config)

@@ -187,6 +187,7 @@ def test_a_saved_config_is_not_refused_for_settings_nothing_reads(tmp_path):
         build_config(tmp_path / "config.json", {})
     assert check_resumable(TrainConfig.load(tmp_path / "config.json"), now, tmp_path) == ["refresh.every"]
     saved.task.name, saved.model.kind = "contrastive", None  # the dense task does read refresh.every
+    saved.task.options = {}  # nor the cross-encoder task's options
     saved.save(tmp_path / "config.json")
     dense = build_config(_file(tmp_path, REQUIRED + "negatives: bm25\n"), {})
     with pytest.raises(ValueError, match="this run has refresh.every=0, now 500"):

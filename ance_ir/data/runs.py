@@ -246,3 +246,16 @@ def _bytes_of(strings: pa.Array) -> memoryview:
 def truncate(run: Run, depth: int) -> Run:
     """The top ``depth`` hits of every query."""
     return {qid: ranking[:depth] for qid, ranking in run.items()}
+
+
+def min_max_scores(run: Run, depth: int | None = None) -> dict[str, dict[str, float]]:
+    """Each query's scores of its top ``depth`` hits (all with None) mapped to [0, 1], ``(s - min) / (max - min)``;
+    a list of one score (one hit, or ties only) maps to 1, as Pyserini's fusion ``normalize`` maps it."""
+    out = {}
+    for qid, ranking in run.items():
+        hits = ranking[:depth]
+        if not hits:
+            continue
+        low, high = min(s for _, s in hits), max(s for _, s in hits)
+        out[qid] = {docid: (s - low) / (high - low) if high > low else 1.0 for docid, s in hits}
+    return out

@@ -39,6 +39,7 @@ from ance_ir.cli import (
     fill_defaults,
     given_flags,
     load_cli_plugins,
+    non_negative_float,
     positive_int,
     run_cli,
 )
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
                         help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, fp16 "
                              "(CUDA) or int8 (CPU, lossy) (default auto)")
+    parser.add_argument("--first-stage-weight", type=non_negative_float,
+                        help="add this times the run's scores, min-max normalised per query over the top --depth, "
+                             "to the model's (default: the weight a cross-encoder trained with task.first_stage "
+                             "saved, else 0)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     add_import_argument(parser)
     args = parser.parse_args(argv)
     given = given_flags(args, {"--topics": "topics", "--qrels": "qrels", "--depth": "depth", "--hits": "hits",
-                               "--run-tag": "run_tag"})
+                               "--run-tag": "run_tag", "--first-stage-weight": "first_stage_weight"})
     if args.groups and given:
         raise ValueError(f"{given[0]} is a setting of --run, not of --groups (every passage of a group is scored)")
     fill_defaults(args, {"depth": 100, "hits": 1000})
@@ -135,11 +140,16 @@ def _rerank(args: Namespace) -> int:
         return 0
     passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
     with scorer:
+        weight = args.first_stage_weight
+        if weight is None:
+            weight = getattr(model, "first_stage_weight", 0.0)
         run = truncate(rerank(first_stage, topics, passages, scorer, args.depth, batch_size=args.batch_size,
-                              precision=args.precision, show_progress=not args.quiet), args.hits)
+                              precision=args.precision, show_progress=not args.quiet, first_stage_weight=weight),
+                       args.hits)
         write_run(run, args.output, tag=args.run_tag)
     pairs = sum(min(len(r), args.depth) for r in first_stage.values())
-    print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked", file=sys.stderr)
+    plus = f", plus {weight:g} x the run's normalised scores" if weight else ""
+    print(f"wrote {args.output}: {len(run)} queries, {pairs} pairs reranked{plus}", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics
 

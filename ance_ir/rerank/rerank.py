@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ance_ir.data import InputError, Run, iter_corpus
+from ance_ir.data import InputError, Run, iter_corpus, min_max_scores
 
 if TYPE_CHECKING:
     from ance_ir.modeling.colbert import ColBERT
@@ -56,7 +56,8 @@ def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path)
 
 
 def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder | ColBERT, depth: int,
-           batch_size: int = 32, precision: str | None = None, show_progress: bool = False) -> Run:
+           batch_size: int = 32, precision: str | None = None, show_progress: bool = False,
+           first_stage_weight: float = 0.0) -> Run:
     """``run`` with each query's top ``depth`` hits reordered by ``model``; tied scores (mostly passages of identical
     text) keep the first-stage order in the run, and trec_eval and pytrec_eval, which break score ties by docid,
     may score them in another.
@@ -66,18 +67,24 @@ def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], mod
     call (length-sorted batches across queries).
     The hits below ``depth`` follow in their first-stage order with scores ``lowest - 1``, ``lowest - 2``, ...
     (``lowest``: the query's lowest reranked score), so that every tool sorts them the same way.
+    ``first_stage_weight`` > 0 adds that times the run's scores, min-max normalised over the query's top ``depth``,
+    to the model's (a cross-encoder trained as a residual over a first stage, ``task.first_stage``).
     """
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
+    if not 0 <= first_stage_weight < float("inf"):
+        raise ValueError(f"first_stage_weight must be a finite number >= 0, got {first_stage_weight}")
     pairs = [(qid, docid) for qid, ranking in run.items() for docid, _ in ranking[:depth]]
     texts = [(topics[qid], passages[docid]) for qid, docid in pairs]
     distinct = list(dict.fromkeys(texts))
     scores = model.score_pairs([q for q, _ in distinct], [p for _, p in distinct], batch_size=batch_size,
                                precision=precision, show_progress=show_progress)
     score_of = dict(zip(distinct, scores.tolist(), strict=True))
+    prior = min_max_scores(run, depth) if first_stage_weight else {}
     by_query: dict[str, list[tuple[str, float]]] = {}
     for (qid, docid), text in zip(pairs, texts, strict=True):
-        by_query.setdefault(qid, []).append((docid, score_of[text]))
+        score = score_of[text] + first_stage_weight * prior[qid][docid] if prior else score_of[text]
+        by_query.setdefault(qid, []).append((docid, score))
     out: Run = {}
     for qid, ranking in run.items():
         top = sorted(by_query.get(qid, []), key=lambda hit: -hit[1])  # stable: ties keep the run's order

@@ -5,6 +5,12 @@ them (same samplers, data sources, draw order and checkpointed state).
 Each (query, passage) pair of a group is scored by the model; the ``[B, G]`` scores (positive in column 0) go to
 the configured loss: ``nll`` is listwise (softmax cross-entropy over the group), ``bce`` pointwise (positive 1,
 negatives 0). A cross-encoder scores pairs, so there are no in-batch negatives and no ANN refresh.
+
+With ``task.first_stage`` (a TREC run of the training queries) and ``model.first_stage_weight`` w > 0 the model
+learns a residual over that first stage (as CLEAR, Gao et al. 2021, learns a dense residual over BM25): each pair's
+score in the loss is the model's plus w times the run's score of the passage, min-max normalised over the query's
+hits (0 for a passage the run does not list), and ``python -m ance_ir.rerank`` adds the same term for the run it
+reranks, with the weight the model saves.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ance_ir.data import InputError, min_max_scores, read_run
 from ance_ir.modeling.cross_encoder import CrossEncoder
 from ance_ir.train.collator import Group
 from ance_ir.train.contrastive import GroupBatch, GroupTask
@@ -86,11 +93,30 @@ class CrossEncoderTask(GroupTask):
     model_kind = "cross-encoder"
     no_refresh = "a cross-encoder has none (use bm25, groups, candidates, static or random)"
     evaluate_with = "python -m ance_ir.rerank"
+    options = {"first_stage": None}
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         self.collator = PairCollator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self._module = PairScorer(model)
+        self.first_stage = self._read_first_stage(ctx.config.task.options["first_stage"], model.first_stage_weight)
+
+    def _read_first_stage(self, path: str | None, weight: float) -> dict[str, dict[str, float]] | None:
+        """Each training query's min-max normalised first-stage scores, or None without a first stage."""
+        if not path and not weight:
+            return None
+        if not path:
+            raise ConfigError("task.first_stage", f"is needed: the model's first_stage_weight is {weight}, so it "
+                                                  "learns a residual over a first stage's scores (a TREC run)")
+        if not weight:
+            raise ConfigError("model.first_stage_weight", "is 0, so task.first_stage would add nothing; give the "
+                                                          "weight of its normalised scores (> 0)")
+        scores = min_max_scores(read_run(path))
+        missing = sorted({qid for qid, _ in self.ctx.data.pairs} - scores.keys())
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise InputError(path, f"has no hits for the training query {missing[0]!r}{more}")
+        return scores
 
     @classmethod
     def check_config(cls, config: Any) -> None:
@@ -125,5 +151,9 @@ class CrossEncoderTask(GroupTask):
         """The pair scores ``[B*G]`` as each query's group ``[B, G]``, positive first, with teacher scores."""
         size = batch.inputs.group_size
         own = scores.view(-1, size)
+        if self.first_stage is not None:
+            prior = [[self.first_stage[g.qid].get(d, 0.0) for d in g.docids] for g in batch.mine]
+            own = own + self._module.model.first_stage_weight * torch.tensor(prior, dtype=own.dtype,
+                                                                             device=own.device)
         targets = torch.zeros(own.shape[0], dtype=torch.long, device=own.device)
         return GroupScores(own, targets, size, False, self._teacher(batch.mine))
