@@ -36,6 +36,16 @@ def test_a_run_against_itself_gives_p_one():
     assert permutation_test(scores[:5], scores[:5]) == 1.0  # exact
 
 
+def test_differences_within_rounding_count_as_none():
+    """0.1 + 0.2 and 0.3 differ in the last bit: no evidence of a difference, not scipy's p = 0 of a constant one."""
+    a, b = [0.1 + 0.2] * 10, [0.3] * 10
+    assert a != b
+    assert paired_t_test(a, b) == 1.0
+    assert permutation_test(a, b) == 1.0
+    noisy = [x + 0.1 * (i % 3 == 0) for i, x in enumerate(a)]  # a real difference on 4 queries stays one
+    assert paired_t_test(noisy, b) == pytest.approx(paired_t_test([0.1 * (i % 3 == 0) for i in range(10)], [0] * 10))
+
+
 def test_better_on_every_query_is_significant():
     rng = random.Random(5)
     base = [rng.random() * 0.5 for _ in range(20)]

@@ -191,6 +191,15 @@ def test_a_document_twice_in_a_ranking_is_refused(fuse):
         fuse({"q1": [("d1", 1.0)]}, twice)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("fuse", [lambda a, b: reciprocal_rank_fusion([a, b]), lambda a, b: interpolate(a, b, .5, .5),
+                                  lambda a, b: average([a, b], normalize=True)])
+def test_a_score_that_is_not_finite_is_refused(fuse, bad):
+    """A run file with one is refused as it is read; a Run dictionary handed to the functions, here."""
+    with pytest.raises(ValueError, match=rf"query 'q2': document 'd2' has the score {bad}; fusion needs finite"):
+        fuse({"q1": [("d1", 1.0)]}, {"q1": [("d1", 3.0)], "q2": [("d1", 3.0), ("d2", bad)]})
+
+
 def test_cli(tmp_path):
     write_run(_random_run(1), tmp_path / "a.trec")
     write_run(_random_run(2), tmp_path / "b.trec")

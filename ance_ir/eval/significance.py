@@ -35,19 +35,24 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test of ``a`` against ``b``.
 
-    1.0 when every difference is zero (no evidence of any difference); NaN for fewer than two pairs.
-    Differences all equal and non-zero give 0.0 (scipy's infinite t).
+    Differences within rounding (``1e-9`` of the largest score's magnitude, at least ``1e-9``) count as zero, as
+    :func:`permutation_test` counts them; 1.0 when every difference is zero (no evidence of any difference); NaN for
+    fewer than two pairs. Differences all equal and non-zero give 0.0 (scipy's infinite t).
     """
-    from scipy.stats import ttest_rel
+    from scipy.stats import ttest_1samp
 
     d = _differences(a, b)
-    if d.size and not d.any():
-        return 1.0
+    if d.size:
+        scale = max(1.0, float(np.abs(np.asarray(a, dtype=np.float64)).max()),
+                    float(np.abs(np.asarray(b, dtype=np.float64)).max()))
+        d = np.where(np.abs(d) <= 1e-9 * scale, 0.0, d)
+        if not d.any():
+            return 1.0
     if d.size < 2:
         return math.nan
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        return float(ttest_rel(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)).pvalue)
+        return float(ttest_1samp(d, 0.0).pvalue)  # ttest_rel's statistic: the differences against 0
 
 
 def _sign_patterns(n: int, start: int, stop: int) -> np.ndarray:

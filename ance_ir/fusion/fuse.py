@@ -27,20 +27,31 @@ ALPHA_MEANING = "fused score = alpha * first (sparse) run + (1 - alpha) * second
 def interpolate(first: Run, second: Run, weight_first: float, weight_second: float,
                 depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> Run:
     """:func:`interpolate_tables` on dictionaries; a query without hits in either run keeps an empty list."""
-    fused = interpolate_tables(RunTable.from_run(first), RunTable.from_run(second), weight_first, weight_second,
+    fused = interpolate_tables(_table(first), _table(second), weight_first, weight_second,
                                depth, k, normalize)
     return _every_query(fused, [first, second])
 
 
 def average(runs: Sequence[Run], depth: int | None = 1000, k: int | None = 1000, normalize: bool = False) -> Run:
     """:func:`average_tables` on dictionaries; a query without hits in any run keeps an empty list."""
-    return _every_query(average_tables([RunTable.from_run(run) for run in runs], depth, k, normalize), runs)
+    return _every_query(average_tables([_table(run) for run in runs], depth, k, normalize), runs)
 
 
 def reciprocal_rank_fusion(runs: list[Run], rrf_k: int = 60, depth: int | None = 1000,
                            k: int | None = 1000) -> Run:
     """:func:`reciprocal_rank_fusion_tables` on dictionaries; a query without hits keeps an empty list."""
-    return _every_query(reciprocal_rank_fusion_tables([RunTable.from_run(run) for run in runs], rrf_k, depth, k), runs)
+    return _every_query(reciprocal_rank_fusion_tables([_table(run) for run in runs], rrf_k, depth, k), runs)
+
+
+def _table(run: Run) -> RunTable:
+    """``run`` as a table; ValueError naming the first hit whose score is NaN or infinite (it has no order)."""
+    table = RunTable.from_run(run)
+    bad = np.flatnonzero(~np.isfinite(table.scores))
+    if len(bad):
+        row = int(bad[0])
+        raise ValueError(f"query {table.qids[row].as_py()!r}: document {table.docids[row].as_py()!r} has the score "
+                         f"{table.scores[row]}; fusion needs finite scores")
+    return table
 
 
 def _every_query(fused: RunTable, runs: Sequence[Run]) -> Run:
