@@ -252,6 +252,10 @@ def test_buckets_score_the_pairs_of_one_batch_in_group_order(toy_bert, collectio
     ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics", "evaluate its final/ model with"),
     ({"model": {"pooling": "mean"}}, "model.pooling", "is a dual-encoder setting"),
     ({"model": {"kind": "dense", "max_length": None}}, "model.kind", "task 'cross-encoder' trains 'cross-encoder'"),
+    ({"model": {"first_stage_weight": -1}}, "model.first_stage_weight", "must be a finite number >= 0, got -1"),
+    ({"model": {"first_stage_depth": 0}}, "model.first_stage_depth", "must be a positive integer, got 0"),
+    ({"task": {"first_stage": 5}}, "task.first_stage", "must be a TREC run file, got 5"),
+    ({"task": {"first_stage": "run.trec"}, "model": {"first_stage_weight": 0}}, "model.first_stage_weight", "is 0"),
 ])
 def test_settings_a_cross_encoder_cannot_train_with(toy_bert, collection, tmp_path, changes, setting, message):
     with pytest.raises(ValueError, match=rf"c\.yaml:\d+: {setting}: .*{message}"):  # the setting's line
@@ -406,41 +410,53 @@ def test_min_max_scores_map_each_query_to_unit_range():
 
 
 def residual_settings(collection: Path, toy_bert: Path, output: Path, first_stage: Path | None,
-                      weight: float | None) -> dict:
+                      weight: float | None, **model) -> dict:
     return settings(collection, toy_bert, output, optim={"max_steps": 4},
-                    model={"first_stage_weight": weight},
+                    model={"first_stage_weight": weight, **model},
                     task={"first_stage": str(first_stage) if first_stage else None})
 
 
 def test_a_residual_cross_encoder_adds_the_weighted_first_stage_in_training_and_rerank(
         toy_bert, collection, first_stage, tmp_path):
     config = load_sections(tmp_path / "r.yaml", residual_settings(collection, toy_bert, tmp_path / "run",
-                                                                   first_stage, 2.5))
-    model = load_model(toy_bert, "cross-encoder", first_stage_weight=2.5)
+                                                                   first_stage, 2.5, first_stage_depth=5))
+    model = load_model(toy_bert, "cross-encoder", first_stage_weight=2.5, first_stage_depth=5)
     task = CrossEncoderTask(task_context(config, tmp_path / "run"), model)
     batch = task.next_batch()
     with torch.no_grad():
         scores = task.module(batch.inputs.batches, batch.inputs.restore)
     grouped = task.group_scores(scores, batch)
     order = ["d8", "d7", "d6", "d5", "d4", "d3", "d2", "d1"]  # the fixture's scores 10, 9, ..., 3
-    prior = [[(10.0 - order.index(d) - 3.0) / 7.0 for d in g.docids] for g in batch.mine]
-    assert torch.allclose(grouped.scores, scores.view(3, 4) + 2.5 * torch.tensor(prior), atol=1e-6)
+    prior = {d: (4 - i) / 4 if i < 5 else 0.0 for i, d in enumerate(order)}  # min-max over the top 5, then 0
+    expected = scores.view(3, 4) + 2.5 * torch.tensor([[prior[d] for d in g.docids] for g in batch.mine])
+    assert torch.allclose(grouped.scores, expected, atol=1e-6)
+    assert any(prior[d] == 0.0 for g in batch.mine for d in g.docids[1:])
 
     train(config)
     saved = load_model(RunDir(tmp_path / "run").final)
-    assert saved.first_stage_weight == 2.5
+    assert (saved.first_stage_weight, saved.first_stage_depth) == (2.5, 5)
     for flag, weight in (((), 2.5), (("--first-stage-weight", "0"), 0.0), (("--first-stage-weight", "1"), 1.0)):
         output = tmp_path / f"reranked.{weight}.trec"
-        done = run_here(*rerank_args(tmp_path / "run", collection, first_stage, output, "--depth", "5",
+        done = run_here(*rerank_args(tmp_path / "run", collection, first_stage, output, "--depth", "6",
                                        "--precision", "fp32", *flag))
         assert done.returncode == 0, done.stderr
+        top = order[:6]  # reranked; the first stage normalised over the model's 5 as in training
         for qid, query in TOY_TOPICS.items():
-            top = order[:5]
-            own = saved.score_pairs([query] * 5, [TOY_PASSAGES[d] for d in top])
-            expected = own + weight * np.array([(4 - i) / 4 for i in range(5)])  # min-max over the top 5
-            ranked = read_run(output)[qid][:5]
+            own = saved.score_pairs([query] * 6, [TOY_PASSAGES[d] for d in top])
+            expected = own + weight * np.array([prior[d] for d in top])
+            ranked = read_run(output)[qid][:6]
             assert [d for d, _ in ranked] == [top[i] for i in np.argsort(-expected, kind="stable")]
             assert np.allclose([s for _, s in ranked], np.sort(expected)[::-1], atol=1e-5)
+
+
+def test_a_residual_cross_encoder_cannot_score_training_groups_alone(toy_bert, collection, tmp_path):
+    residual = tmp_path / "residual"
+    load_model(toy_bert, "cross-encoder", first_stage_weight=1.5).save_pretrained(residual)
+    groups, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl"
+    write_groups(groups, [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1"),), (GroupPassage("d7"),))])
+    assert_refused(run_here("ance_ir.rerank", "--groups", str(groups), "--corpus", str(collection / "corpus.jsonl"),
+                            "--model", str(residual), "--output", str(output)),
+                   "is a residual over a first stage (first_stage_weight 1.5)", output)
 
 
 @pytest.mark.parametrize(("weight", "with_run", "message"), [

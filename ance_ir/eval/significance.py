@@ -1,6 +1,7 @@
 """Paired significance tests between runs, over per-query scores, and multiple-comparison corrections.
 
-* :func:`paired_t_test`: two-sided paired t-test (``scipy.stats.ttest_rel``), trec_eval users' staple;
+* :func:`paired_t_test`: two-sided paired t-test (``scipy.stats.ttest_rel``'s statistic, as a one-sample test of
+  the differences), trec_eval users' staple;
 * :func:`permutation_test`: two-sided paired randomisation test (Fisher's; ranx's "Fisher's randomization"):
   the sign of each query's difference is flipped at random and the absolute mean difference compared with
   the observed one. With ``2**n <= permutations`` every one of the ``2**n`` sign patterns is enumerated and
@@ -35,9 +36,10 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test of ``a`` against ``b``.
 
-    Differences within rounding (``1e-9`` of the largest score's magnitude, at least ``1e-9``) count as zero, as
-    :func:`permutation_test` counts them; 1.0 when every difference is zero (no evidence of any difference); NaN for
-    fewer than two pairs. Differences all equal and non-zero give 0.0 (scipy's infinite t).
+    Differences within rounding (``1e-9`` of the largest score's magnitude, at least ``1e-9``) count as zero
+    (:func:`permutation_test` has its own tolerance, on its statistic); 1.0 when every difference is zero (no
+    evidence of any difference); NaN for fewer than two pairs. Differences all equal and non-zero give 0.0
+    (scipy's infinite t).
     """
     from scipy.stats import ttest_1samp
 

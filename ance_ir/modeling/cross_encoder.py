@@ -52,20 +52,21 @@ class CrossEncoder(torch.nn.Module):
     sequence-classification model whose single logit is the score. ``fresh_head`` says the head was newly
     initialised at load time (a plain backbone: it must be trained before its scores mean anything).
     ``first_stage_weight`` > 0: the model was trained as a residual over a first stage (``task.first_stage``): a
-    pair's ranking score is its score plus this times the first stage's min-max normalised score, as
-    :func:`ance_ir.rerank.rerank` adds it; :meth:`score_pairs` returns the model's own part.
+    pair's ranking score is its score plus this times the first stage's score, min-max normalised over the query's
+    top ``first_stage_depth`` hits, as :func:`ance_ir.rerank.rerank` adds it; :meth:`score_pairs` returns the
+    model's own part.
     """
 
     kind = "cross-encoder"
     index = None
     #: settings a training config may override (``model.max_length``)
-    options = {"max_length": DEFAULT_MAX_LENGTH, "first_stage_weight": 0.0}
+    options = {"max_length": DEFAULT_MAX_LENGTH, "first_stage_weight": 0.0, "first_stage_depth": 100}
     #: precision of :meth:`score_pairs` when the call names none (see :mod:`ance_ir.modeling.inference`)
     inference_precision: str = "fp32"
 
     def __init__(self, backbone: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
                  head: torch.nn.Linear | None, max_length: int, fresh_head: bool = False,
-                 first_stage_weight: float = 0.0):
+                 first_stage_weight: float = 0.0, first_stage_depth: int = 100):
         super().__init__()
         positions = getattr(backbone.config, "max_position_embeddings", None)
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
@@ -75,22 +76,26 @@ class CrossEncoder(torch.nn.Module):
         if isinstance(first_stage_weight, bool) or not isinstance(first_stage_weight, (int, float)) \
                 or not 0 <= first_stage_weight < math.inf:
             raise ValueError(f"first_stage_weight must be a finite number >= 0, got {first_stage_weight!r}")
-        self.first_stage_weight = float(first_stage_weight)
+        if isinstance(first_stage_depth, bool) or not isinstance(first_stage_depth, int) or first_stage_depth < 1:
+            raise ValueError(f"first_stage_depth must be a positive integer, got {first_stage_depth!r}")
+        self.first_stage_weight, self.first_stage_depth = float(first_stage_weight), first_stage_depth
         self.backbone, self.head, self.tokenizer = backbone, head, tokenizer
         self.max_length, self.fresh_head = max_length, fresh_head
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, max_length: int | None = None,
-                        first_stage_weight: float | None = None, **unknown: Any) -> CrossEncoder:
+                        first_stage_weight: float | None = None, first_stage_depth: int | None = None,
+                        **unknown: Any) -> CrossEncoder:
         """Load a saved cross-encoder, a sequence-classification checkpoint with one label, or a bare backbone
         (model dir, alias or hub id; a new head is initialised for a backbone).
 
         ``max_length`` (pair tokens, special tokens included) wins over the saved one; default 320, at most
-        the model's positions. ``first_stage_weight`` likewise (default 0: no first stage).
+        the model's positions. ``first_stage_weight`` (default 0: no first stage) and ``first_stage_depth``
+        (100) likewise.
         """
         if unknown:
-            raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a cross-encoder (it takes max_length "
-                             "and first_stage_weight)")
+            raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a cross-encoder (it takes max_length, "
+                             "first_stage_weight and first_stage_depth)")
         path = resolve_model_path(name_or_path)
         try:
             config = AutoConfig.from_pretrained(path)
@@ -114,16 +119,19 @@ class CrossEncoder(torch.nn.Module):
                     head.load_state_dict(load_file(head_file))
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        settings = choose_settings({"max_length": max_length, "first_stage_weight": first_stage_weight},
+        settings = choose_settings({"max_length": max_length, "first_stage_weight": first_stage_weight,
+                                    "first_stage_depth": first_stage_depth},
                                    read_settings(path, CONFIG_NAME), cls.options,
                                    getattr(config, "max_position_embeddings", None), ("max_length",))
-        return cls(backbone, tokenizer, head, settings["max_length"], fresh, settings["first_stage_weight"]).eval()
+        return cls(backbone, tokenizer, head, settings["max_length"], fresh, settings["first_stage_weight"],
+                   settings["first_stage_depth"]).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write weights, tokenizer, head and ``ance_ir_cross_encoder.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
             write_settings(tmp, self.kind, CONFIG_NAME, {"max_length": self.max_length,
-                                                         "first_stage_weight": self.first_stage_weight})
+                                                         "first_stage_weight": self.first_stage_weight,
+                                                         "first_stage_depth": self.first_stage_depth})
             save_transformer(tmp, self.tokenizer, self.backbone)
             if self.head is not None:
                 save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)

@@ -4,7 +4,8 @@ scores of training groups; ``python -m ance_ir.rerank``.
 Torch-free to import (the model comes in as an argument), so that ``--help`` starts at once.
 """
 
-from ance_ir.rerank.rerank import check_run, load_reranker, passages_for, rerank
+from ance_ir.rerank.rerank import check_run, check_standalone, load_reranker, passages_for, rerank
 from ance_ir.rerank.teacher import group_passages, score_groups
 
-__all__ = ["check_run", "group_passages", "load_reranker", "passages_for", "rerank", "score_groups"]
+__all__ = ["check_run", "check_standalone", "group_passages", "load_reranker", "passages_for", "rerank",
+           "score_groups"]

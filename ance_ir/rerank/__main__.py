@@ -71,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, fp16 "
                              "(CUDA) or int8 (CPU, lossy) (default auto)")
     parser.add_argument("--first-stage-weight", type=non_negative_float,
-                        help="add this times the run's scores, min-max normalised per query over the top --depth, "
-                             "to the model's (default: the weight a cross-encoder trained with task.first_stage "
-                             "saved, else 0)")
+                        help="add this times the run's scores, min-max normalised per query (over the top hits "
+                             "a cross-encoder's first_stage_depth says, 100 by default; else the top --depth), to "
+                             "the model's (default: the weight a cross-encoder trained with task.first_stage saved, "
+                             "else 0)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -108,7 +109,15 @@ def _rerank(args: Namespace) -> int:
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.modeling.inference import check_precision, resolve_device, weights_sha256
     from ance_ir.modeling.resolve import resolve_model_path
-    from ance_ir.rerank import check_run, group_passages, load_reranker, passages_for, rerank, score_groups
+    from ance_ir.rerank import (
+        check_run,
+        check_standalone,
+        group_passages,
+        load_reranker,
+        passages_for,
+        rerank,
+        score_groups,
+    )
     from ance_ir.rerank.resume import ChunkedScorer
 
     if args.threads:
@@ -130,6 +139,7 @@ def _rerank(args: Namespace) -> int:
                 "max_length": getattr(model, "max_length", None), "device": device.type}
     scorer = ChunkedScorer(model, args.output, settings, args.chunk_size)
     if args.groups:
+        check_standalone(model, args.model)
         passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
         with scorer:
             scored = score_groups(groups, passages, scorer, batch_size=args.batch_size, precision=args.precision,
@@ -140,12 +150,11 @@ def _rerank(args: Namespace) -> int:
         return 0
     passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
     with scorer:
-        weight = args.first_stage_weight
-        if weight is None:
-            weight = getattr(model, "first_stage_weight", 0.0)
+        weight = getattr(model, "first_stage_weight", 0.0) if args.first_stage_weight is None \
+            else args.first_stage_weight
         run = truncate(rerank(first_stage, topics, passages, scorer, args.depth, batch_size=args.batch_size,
-                              precision=args.precision, show_progress=not args.quiet, first_stage_weight=weight),
-                       args.hits)
+                              precision=args.precision, show_progress=not args.quiet, first_stage_weight=weight,
+                              first_stage_depth=getattr(model, "first_stage_depth", args.depth)), args.hits)
         write_run(run, args.output, tag=args.run_tag)
     pairs = sum(min(len(r), args.depth) for r in first_stage.values())
     plus = f", plus {weight:g} x the run's normalised scores" if weight else ""

@@ -36,6 +36,15 @@ def load_reranker(name: str | Path, **overrides: Any) -> Any:
     return model
 
 
+def check_standalone(model: Any, name: str | Path) -> None:
+    """ValueError for a cross-encoder trained as a residual over a first stage: its own scores rank only with that
+    stage's added, so they cannot be the scores of training groups, of denoising or of a RocketQAv2 ranker."""
+    if weight := getattr(model, "first_stage_weight", 0.0):
+        raise ValueError(f"{name}: is a residual over a first stage (first_stage_weight {weight:g}): its own scores "
+                         "rank only with that stage's added (python -m ance_ir.rerank --run); use a cross-encoder "
+                         "trained without task.first_stage")
+
+
 def check_run(run: Run, topics: Mapping[str, str], run_path: str | Path, topics_name: str) -> None:
     """InputError naming the run file when it has a query the topics do not have."""
     unknown = [qid for qid in run if qid not in topics]
@@ -57,7 +66,7 @@ def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path)
 
 def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], model: CrossEncoder | ColBERT, depth: int,
            batch_size: int = 32, precision: str | None = None, show_progress: bool = False,
-           first_stage_weight: float = 0.0) -> Run:
+           first_stage_weight: float | None = None, first_stage_depth: int | None = None) -> Run:
     """``run`` with each query's top ``depth`` hits reordered by ``model``; tied scores (mostly passages of identical
     text) keep the first-stage order in the run, and trec_eval and pytrec_eval, which break score ties by docid,
     may score them in another.
@@ -67,11 +76,14 @@ def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], mod
     call (length-sorted batches across queries).
     The hits below ``depth`` follow in their first-stage order with scores ``lowest - 1``, ``lowest - 2``, ...
     (``lowest``: the query's lowest reranked score), so that every tool sorts them the same way.
-    ``first_stage_weight`` > 0 adds that times the run's scores, min-max normalised over the query's top ``depth``,
-    to the model's (a cross-encoder trained as a residual over a first stage, ``task.first_stage``).
+    ``first_stage_weight`` > 0 (default: the model's, 0 for a model without one) adds that times the run's scores,
+    min-max normalised over the query's top ``first_stage_depth`` hits (default: the model's, else ``depth``), to the
+    model's: a cross-encoder trained as a residual over a first stage (``task.first_stage``) ranks so.
     """
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
+    if first_stage_weight is None:
+        first_stage_weight = getattr(model, "first_stage_weight", 0.0)
     if not 0 <= first_stage_weight < float("inf"):
         raise ValueError(f"first_stage_weight must be a finite number >= 0, got {first_stage_weight}")
     pairs = [(qid, docid) for qid, ranking in run.items() for docid, _ in ranking[:depth]]
@@ -80,10 +92,11 @@ def rerank(run: Run, topics: Mapping[str, str], passages: Mapping[str, str], mod
     scores = model.score_pairs([q for q, _ in distinct], [p for _, p in distinct], batch_size=batch_size,
                                precision=precision, show_progress=show_progress)
     score_of = dict(zip(distinct, scores.tolist(), strict=True))
-    prior = min_max_scores(run, depth) if first_stage_weight else {}
+    prior = min_max_scores(run, first_stage_depth or getattr(model, "first_stage_depth", depth)) \
+        if first_stage_weight else {}
     by_query: dict[str, list[tuple[str, float]]] = {}
     for (qid, docid), text in zip(pairs, texts, strict=True):
-        score = score_of[text] + first_stage_weight * prior[qid][docid] if prior else score_of[text]
+        score = score_of[text] + first_stage_weight * prior[qid].get(docid, 0.0) if prior else score_of[text]
         by_query.setdefault(qid, []).append((docid, score))
     out: Run = {}
     for qid, ranking in run.items():

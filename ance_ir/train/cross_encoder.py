@@ -9,8 +9,8 @@ negatives 0). A cross-encoder scores pairs, so there are no in-batch negatives a
 With ``task.first_stage`` (a TREC run of the training queries) and ``model.first_stage_weight`` w > 0 the model
 learns a residual over that first stage (as CLEAR, Gao et al. 2021, learns a dense residual over BM25): each pair's
 score in the loss is the model's plus w times the run's score of the passage, min-max normalised over the query's
-hits (0 for a passage the run does not list), and ``python -m ance_ir.rerank`` adds the same term for the run it
-reranks, with the weight the model saves.
+top ``model.first_stage_depth`` hits (100; 0 for a passage not among them), and ``python -m ance_ir.rerank`` adds
+the same term for the run it reranks, with the weight and depth the model saves.
 """
 
 from __future__ import annotations
@@ -99,10 +99,11 @@ class CrossEncoderTask(GroupTask):
         super().__init__(ctx, model)
         self.collator = PairCollator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self._module = PairScorer(model)
-        self.first_stage = self._read_first_stage(ctx.config.task.options["first_stage"], model.first_stage_weight)
+        self.first_stage = self._read_first_stage(ctx.config.task.options["first_stage"], model)
 
-    def _read_first_stage(self, path: str | None, weight: float) -> dict[str, dict[str, float]] | None:
+    def _read_first_stage(self, path: str | None, model: CrossEncoder) -> dict[str, dict[str, float]] | None:
         """Each training query's min-max normalised first-stage scores, or None without a first stage."""
+        weight = model.first_stage_weight
         if not path and not weight:
             return None
         if not path:
@@ -111,7 +112,7 @@ class CrossEncoderTask(GroupTask):
         if not weight:
             raise ConfigError("model.first_stage_weight", "is 0, so task.first_stage would add nothing; give the "
                                                           "weight of its normalised scores (> 0)")
-        scores = min_max_scores(read_run(path))
+        scores = min_max_scores(read_run(path), model.first_stage_depth)
         missing = sorted({qid for qid, _ in self.ctx.data.pairs} - scores.keys())
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -132,6 +133,23 @@ class CrossEncoderTask(GroupTask):
         if config.task.in_batch:
             raise ConfigError("task.in_batch", "a cross-encoder scores (query, passage) pairs: it has no in-batch "
                                                "negatives")
+        cls._check_first_stage(config)
+
+    @staticmethod
+    def _check_first_stage(config: Any) -> None:
+        """The residual's settings as far as the config holds them (a saved model's weight is checked on loading)."""
+        path, weight = config.task.options.get("first_stage"), config.model.options.get("first_stage_weight")
+        depth = config.model.options.get("first_stage_depth")
+        if path is not None and not isinstance(path, str):
+            raise ConfigError("task.first_stage", f"must be a TREC run file, got {path!r}")
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                                   or not 0 <= weight < float("inf")):
+            raise ConfigError("model.first_stage_weight", f"must be a finite number >= 0, got {weight!r}")
+        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+            raise ConfigError("model.first_stage_depth", f"must be a positive integer, got {depth!r}")
+        if path and weight == 0:
+            raise ConfigError("model.first_stage_weight", "is 0, so task.first_stage would add nothing; give the "
+                                                          "weight of its normalised scores (> 0)")
 
     @property
     def module(self) -> torch.nn.Module:

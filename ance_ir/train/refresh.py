@@ -235,9 +235,10 @@ def denoise_groups(groups: list[TrainingGroup], job: RefreshJob,
     """RocketQA's denoising of freshly mined negatives: every (query, negative) pair scored by the model
     ``job.denoise_with`` (a cross-encoder), those scored above ``job.denoise_above`` left out; the groups and how many
     negatives were left out."""
-    from ance_ir.rerank import load_reranker, score_groups
+    from ance_ir.rerank import check_standalone, load_reranker, score_groups
 
     model = load_reranker(job.denoise_with).to(device)
+    check_standalone(model, job.denoise_with)
     scored = score_groups(groups, dict(zip(job.docids, job.passages, strict=True)), model, job.batch_size,
                           precision=job.precision)
     kept = [dataclasses.replace(group, negatives=tuple(p for p, s in zip(group.negatives, judged.negatives,

@@ -89,9 +89,11 @@ class RocketQAv2Task(GroupTask):
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         super().__init__(ctx, model)
         from ance_ir.modeling.kinds import load_model
+        from ance_ir.rerank import check_standalone
 
         require_local_model(ctx.config.task.options["ranker"], "task.ranker")
         self.ranker = load_model(ctx.config.task.options["ranker"], "cross-encoder").to(ctx.device)
+        check_standalone(self.ranker, ctx.config.task.options["ranker"])
         self.dense_collator = Collator(model, ctx.data.queries, ctx.data.texts, ctx.config.task.passage_buckets)
         self.pair_collator = PairCollator(self.ranker, ctx.data.queries, ctx.data.texts,
                                           ctx.config.task.passage_buckets)
