@@ -4,7 +4,8 @@
         --run train-runs/rag24-mini/hybrid.train.trec
 
 A cross-encoder trained with ``task.first_stage`` learns a residual: its score plus ``w`` times the first stage's
-score, min-max normalised per query (``ance_ir.data.min_max_scores``). This prints, for each ``w``, how far the
+score, min-max normalised over each query's top ``--depth`` hits (``ance_ir.data.min_max_scores``; the model's
+``first_stage_depth``). This prints, for each ``w``, how far the
 first stage's term alone is from the training target: the mean KL from the softmax of the groups' teacher scores (the
 grades) to the softmax of ``w`` times the normalised scores, over groups drawn as the ``groups`` sampler draws them
 (one positive and ``--negatives`` of the query's negatives, ``--draws`` times a group, seeded). The ``w`` with the
@@ -42,13 +43,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--groups", required=True, help="training groups with teacher scores (the grades)")
     parser.add_argument("--run", required=True, help="the first stage's run of the training queries")
+    parser.add_argument("--depth", type=int, default=100, help="hits normalised a query (first_stage_depth)")
     parser.add_argument("--negatives", type=int, default=7, help="negatives a group (task.n_negatives)")
     parser.add_argument("--draws", type=int, default=20, help="groups drawn a query")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--weights", type=float, nargs="+", default=WEIGHTS)
     args = parser.parse_args()
     groups = read_groups(args.groups)
-    prior = min_max_scores(read_run(args.run))
+    prior = min_max_scores(read_run(args.run), args.depth)
     print("weight  mean KL")
     for weight in args.weights:
         print(f"{weight:6g}  {mean_kl(groups, prior, weight, args.negatives, args.draws, args.seed):.4f}")
