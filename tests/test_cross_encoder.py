@@ -435,6 +435,8 @@ def test_a_residual_cross_encoder_adds_the_weighted_first_stage_in_training_and_
     train(config)
     saved = load_model(RunDir(tmp_path / "run").final)
     assert (saved.first_stage_weight, saved.first_stage_depth) == (2.5, 5)
+    card = (RunDir(tmp_path / "run").final / "README.md").read_text()
+    assert f"Trained as a residual over the first stage `{first_stage}`" in card
     for flag, weight in (((), 2.5), (("--first-stage-weight", "0"), 0.0), (("--first-stage-weight", "1"), 1.0)):
         output = tmp_path / f"reranked.{weight}.trec"
         done = run_here(*rerank_args(tmp_path / "run", collection, first_stage, output, "--depth", "6",

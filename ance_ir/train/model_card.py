@@ -87,6 +87,16 @@ def _deepct_target(folder: Path) -> str | None:
     return json.loads(settings.read_text(encoding="utf-8")).get("target") if settings.is_file() else None
 
 
+def _residual_note(settings: dict) -> str:
+    """For a cross-encoder trained as a residual over a first stage: what its scores need added."""
+    first_stage = settings["task"].get("first_stage")
+    if not first_stage:
+        return ""
+    return (f"\nTrained as a residual over the first stage `{first_stage}` (`task.first_stage`): its own scores rank "
+            "only with that stage's added, which `python -m ance_ir.rerank` does with the weight and depth saved in "
+            "the model; rerank a run of the same first stage.\n")
+
+
 def write_model_card(folder: str | Path, run: RunDir) -> Path:
     """Write ``folder/README.md`` for the model a run trained, from the run's config, log and refresh records."""
     folder = Path(folder)
@@ -101,7 +111,8 @@ def write_model_card(folder: str | Path, run: RunDir) -> Path:
             + "## Training\n\n" + _training(run) + "\n\nSettings (`config.json` of the run folder):\n\n```yaml\n"
             + yaml.safe_dump({k: v for k, v in settings.items() if k != "output"}, sort_keys=False) + "```\n\n"
             + "## Results\n\n" + _results(run, settings["refresh"]["eval_topics"]) + "\n\n"
-            + "## Usage\n\n" + _usage(used, usage, (folder / "modules.json").is_file()))
+            + "## Usage\n\n" + _usage(used, usage, (folder / "modules.json").is_file())
+            + _residual_note(settings))
     path = folder / "README.md"
     path.write_text(text, encoding="utf-8")
     return path
