@@ -39,6 +39,17 @@ DEFAULT_MAX_LENGTH = 320
 Encoded = Mapping[str, Sequence[Sequence[int]]]
 
 
+def first_stage_problem(weight: Any, depth: Any) -> tuple[str, str] | None:
+    """The first of the residual settings (``first_stage_weight``, ``first_stage_depth``; None: not given) whose
+    value is not one, with what is wrong: ``(name, message)``; None when both are fine."""
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                               or not 0 <= weight < math.inf):
+        return "first_stage_weight", f"must be a finite number >= 0, got {weight!r}"
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        return "first_stage_depth", f"must be a positive integer, got {depth!r}"
+    return None
+
+
 def _is_classifier(config: PretrainedConfig) -> bool:
     """Whether a checkpoint is a whole sequence-classification model (rather than a bare backbone)."""
     return any(a.endswith("ForSequenceClassification") for a in config.architectures or ())
@@ -73,11 +84,8 @@ class CrossEncoder(torch.nn.Module):
             raise ValueError(f"max_length must be an integer of at least 3 tokens, got {max_length!r}")
         if positions and max_length > positions:
             raise ValueError(f"max_length {max_length} exceeds the model's {positions} positions")
-        if isinstance(first_stage_weight, bool) or not isinstance(first_stage_weight, (int, float)) \
-                or not 0 <= first_stage_weight < math.inf:
-            raise ValueError(f"first_stage_weight must be a finite number >= 0, got {first_stage_weight!r}")
-        if isinstance(first_stage_depth, bool) or not isinstance(first_stage_depth, int) or first_stage_depth < 1:
-            raise ValueError(f"first_stage_depth must be a positive integer, got {first_stage_depth!r}")
+        if problem := first_stage_problem(first_stage_weight, first_stage_depth):
+            raise ValueError(" ".join(problem))
         self.first_stage_weight, self.first_stage_depth = float(first_stage_weight), first_stage_depth
         self.backbone, self.head, self.tokenizer = backbone, head, tokenizer
         self.max_length, self.fresh_head = max_length, fresh_head

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, min_max_scores, read_run
-from ance_ir.modeling.cross_encoder import CrossEncoder
+from ance_ir.modeling.cross_encoder import CrossEncoder, first_stage_problem
 from ance_ir.train.collator import Group
 from ance_ir.train.contrastive import GroupBatch, GroupTask
 from ance_ir.train.loss import GroupScores
@@ -32,6 +32,8 @@ from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.settings import ConfigError
 from ance_ir.train.task import StepLoss, TaskContext, register_task
 
+#: why a first stage with weight 0 is refused (the config's, or a saved model's)
+_NOTHING_TO_ADD = "is 0, so task.first_stage would add nothing; give the weight of its normalised scores (> 0)"
 #: model settings that belong to dual encoders
 _DENSE_SETTINGS = ("pooling", "normalize", "head", "query_max_length", "passage_max_length")
 
@@ -110,8 +112,7 @@ class CrossEncoderTask(GroupTask):
             raise ConfigError("task.first_stage", f"is needed: the model's first_stage_weight is {weight}, so it "
                                                   "learns a residual over a first stage's scores (a TREC run)")
         if not weight:
-            raise ConfigError("model.first_stage_weight", "is 0, so task.first_stage would add nothing; give the "
-                                                          "weight of its normalised scores (> 0)")
+            raise ConfigError("model.first_stage_weight", _NOTHING_TO_ADD)
         scores = min_max_scores(read_run(path), model.first_stage_depth)
         missing = sorted({qid for qid, _ in self.ctx.data.pairs} - scores.keys())
         if missing:
@@ -139,17 +140,12 @@ class CrossEncoderTask(GroupTask):
     def _check_first_stage(config: Any) -> None:
         """The residual's settings as far as the config holds them (a saved model's weight is checked on loading)."""
         path, weight = config.task.options.get("first_stage"), config.model.options.get("first_stage_weight")
-        depth = config.model.options.get("first_stage_depth")
         if path is not None and not isinstance(path, str):
             raise ConfigError("task.first_stage", f"must be a TREC run file, got {path!r}")
-        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
-                                   or not 0 <= weight < float("inf")):
-            raise ConfigError("model.first_stage_weight", f"must be a finite number >= 0, got {weight!r}")
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-            raise ConfigError("model.first_stage_depth", f"must be a positive integer, got {depth!r}")
+        if problem := first_stage_problem(weight, config.model.options.get("first_stage_depth")):
+            raise ConfigError(f"model.{problem[0]}", problem[1])
         if path and weight == 0:
-            raise ConfigError("model.first_stage_weight", "is 0, so task.first_stage would add nothing; give the "
-                                                          "weight of its normalised scores (> 0)")
+            raise ConfigError("model.first_stage_weight", _NOTHING_TO_ADD)
 
     @property
     def module(self) -> torch.nn.Module:
