@@ -12,7 +12,7 @@ import torch
 from conftest import assert_refused, run_here
 
 from ance_ir.modeling.kinds import load_model
-from ance_ir.train.average import RECORD_NAME, average_models, average_state
+from ance_ir.train.average import RECORD_NAME, average_models, check_parameters
 
 QUERIES = ["cat on a mat", "how to bake bread"]
 PASSAGES = ["the cat sat on the mat", "bread flour water salt and yeast"]
@@ -65,15 +65,14 @@ def test_a_model_averaged_with_itself_is_unchanged(two_models):
 
 
 def test_parameters_that_do_not_match_are_refused():
-    first = {"w": torch.zeros(2, 3), "ids": torch.arange(3)}
+    reference = {"w": torch.zeros(2, 3), "ids": torch.arange(3)}
     with pytest.raises(ValueError, match=r"b: parameter w has shape \(3, 2\), a's \(2, 3\)"):
-        average_state([first, {"w": torch.zeros(3, 2), "ids": torch.arange(3)}], [0.5, 0.5], ["a", "b"])
+        check_parameters({"w": torch.zeros(3, 2), "ids": torch.arange(3)}, reference, "b", "a")
     with pytest.raises(ValueError, match="b: its parameters are not a's"):
-        average_state([first, {"w": torch.zeros(2, 3)}], [0.5, 0.5], ["a", "b"])
+        check_parameters({"w": torch.zeros(2, 3)}, reference, "b", "a")
     with pytest.raises(ValueError, match=r"b: parameter ids \(torch.int64\) differs from a's"):
-        average_state([first, {"w": torch.zeros(2, 3), "ids": torch.arange(1, 4)}], [0.5, 0.5], ["a", "b"])
-    averaged = average_state([first, {"w": torch.ones(2, 3), "ids": torch.arange(3)}], [0.5, 0.5], ["a", "b"])
-    assert torch.equal(averaged["w"], torch.full((2, 3), 0.5)) and torch.equal(averaged["ids"], torch.arange(3))
+        check_parameters({"w": torch.zeros(2, 3), "ids": torch.arange(1, 4)}, reference, "b", "a")
+    check_parameters({"w": torch.ones(2, 3), "ids": torch.arange(3)}, reference, "b", "a")
 
 
 def test_models_that_cannot_be_averaged_give_one_line(toy_bert, two_models, tmp_path):

@@ -44,37 +44,27 @@ def saved_settings(model: Any) -> dict[str, dict]:
         return {path.name: read_json_object(path) for path in sorted((Path(folder) / "model").glob("ance_ir_*.json"))}
 
 
-def average_state(states: list[dict[str, torch.Tensor]], weights: list[float],
-                  names: list[str]) -> dict[str, torch.Tensor]:
-    """The weighted mean of ``states`` (weights summing to 1), parameter by parameter; ValueError naming the
-    model (one of ``names``) whose parameters differ from the first's in name, shape or a non-float value."""
-    first = states[0]
-    for name, state in zip(names[1:], states[1:], strict=True):
-        if state.keys() != first.keys():
-            missing = sorted(first.keys() - state.keys()) or sorted(state.keys() - first.keys())
-            raise ValueError(f"{name}: its parameters are not {names[0]}'s (e.g. {missing[0]}); only models of one "
-                             "architecture can be averaged")
-        for key, tensor in state.items():
-            if tensor.shape != first[key].shape:
-                raise ValueError(f"{name}: parameter {key} has shape {tuple(tensor.shape)}, {names[0]}'s "
-                                 f"{tuple(first[key].shape)}")
-            if not tensor.is_floating_point() and not torch.equal(tensor, first[key]):
-                raise ValueError(f"{name}: parameter {key} ({tensor.dtype}) differs from {names[0]}'s and cannot be "
-                                 "averaged")
-    averaged = {}
-    for key, tensor in first.items():
-        if tensor.is_floating_point():
-            total = sum(w * state[key].double() for w, state in zip(weights, states, strict=True))
-            averaged[key] = total.to(tensor.dtype)
-        else:
-            averaged[key] = tensor.clone()
-    return averaged
+def check_parameters(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], name: str,
+                     reference_name: str) -> None:
+    """ValueError naming model ``name`` when its parameters differ from ``reference_name``'s in names, shapes or a
+    value that is not a float (nothing to average there)."""
+    if state.keys() != reference.keys():
+        differing = sorted(reference.keys() - state.keys()) or sorted(state.keys() - reference.keys())
+        raise ValueError(f"{name}: its parameters are not {reference_name}'s (e.g. {differing[0]}); only models of "
+                         "one architecture can be averaged")
+    for key, tensor in state.items():
+        if tensor.shape != reference[key].shape:
+            raise ValueError(f"{name}: parameter {key} has shape {tuple(tensor.shape)}, {reference_name}'s "
+                             f"{tuple(reference[key].shape)}")
+        if not tensor.is_floating_point() and not torch.equal(tensor, reference[key]):
+            raise ValueError(f"{name}: parameter {key} ({tensor.dtype}) differs from {reference_name}'s and cannot "
+                             "be averaged")
 
 
 def average_models(names: list[str | Path], weights: list[float] | None = None, kind: str | None = None) -> Any:
-    """Load ``names`` (saved model folders, run folders, checkpoints; ``kind`` for folders recording none) and
-    return the first model with the weighted mean of all their parameters (equal weights by default); ValueError
-    for models that cannot be averaged: another kind, an untrained head, other settings or parameters."""
+    """Load ``names`` (saved model folders, run folders, checkpoints; ``kind`` for folders recording none) one at
+    a time and return the first model with the weighted mean of all their parameters (equal weights by default);
+    ValueError for models that cannot be averaged: another kind, an untrained head, other settings or parameters."""
     if len(names) < 2:
         raise ValueError("--models: give two or more models to average")
     weights = [1.0] * len(names) if weights is None else list(weights)
@@ -82,22 +72,26 @@ def average_models(names: list[str | Path], weights: list[float] | None = None, 
         raise ValueError(f"--weights: {len(weights)} weights for {len(names)} models")
     if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
         raise ValueError("--weights: each must be a finite number >= 0, and their sum > 0")
-    shown = [str(name) for name in names]
-    models, settings = [], {}
-    for name in names:
-        model = load_model(name, models[0].kind if models else kind)
+    first, settings, sums = None, {}, {}
+    for name, weight in zip(names, weights, strict=True):
+        model = load_model(name, first.kind if first is not None else kind)
         if getattr(model, "fresh_head", False) or getattr(model, "fresh", False):
             raise ValueError(f"{name}: its {model.kind} head is untrained (a bare backbone); average trained models")
-        theirs = saved_settings(model)
-        if models and theirs != settings:
-            raise ValueError(f"{name}: its settings {theirs} are not {shown[0]}'s {settings}; models with other "
-                             "settings cannot be averaged")
-        models.append(model)
-        settings = settings or theirs
-    total = sum(weights)
-    averaged = average_state([model.state_dict() for model in models], [w / total for w in weights], shown)
-    models[0].load_state_dict(averaged)
-    return models[0]
+        theirs, state = saved_settings(model), model.state_dict()
+        if first is None:
+            first, settings, reference = model, theirs, state
+        else:
+            if theirs != settings:
+                raise ValueError(f"{name}: its settings {theirs} are not {names[0]}'s {settings}; models with other "
+                                 "settings cannot be averaged")
+            check_parameters(state, reference, str(name), str(names[0]))
+        share = weight / sum(weights)
+        for key, tensor in state.items():
+            if tensor.is_floating_point():
+                sums[key] = sums.get(key, 0) + share * tensor.double()
+    first.load_state_dict({key: sums[key].to(tensor.dtype) if key in sums else tensor
+                           for key, tensor in reference.items()})
+    return first
 
 
 def save_average(model: Any, output: str | Path, names: list[str | Path], weights: list[float]) -> None:
