@@ -185,6 +185,14 @@ def check_output(path: str | Path, *, folder: bool = False) -> Path:
     return path
 
 
+def check_new_folder(path: str | Path, force: bool) -> Path:
+    """:func:`check_output` for an output folder, which must not exist yet unless ``force`` (replace it)."""
+    path = check_output(path, folder=True)
+    if path.exists() and not force:
+        raise ValueError(f"{path} already exists; pass --force to replace it")
+    return path
+
+
 def add_import_argument(parser: argparse.ArgumentParser) -> None:
     """``--import FILE_OR_MODULE`` (repeatable): plugins that register components, loaded by :func:`run_cli`."""
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE_OR_MODULE",

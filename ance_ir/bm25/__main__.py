@@ -15,7 +15,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ance_ir.cli import ArgumentParser, check_output, non_negative_float, positive_int, run_cli, unit_float
+from ance_ir.cli import (
+    ArgumentParser,
+    check_new_folder,
+    check_output,
+    non_negative_float,
+    positive_int,
+    run_cli,
+    unit_float,
+)
 from ance_ir.data import check_run_tag, write_run
 from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
 
@@ -47,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "index":
         from ance_ir.bm25 import build_lucene_index
 
-        check_output(args.output, folder=True)
-        if Path(args.output).exists() and not args.force:
-            raise ValueError(f"{args.output} already exists; pass --force to replace it")
+        check_new_folder(args.output, args.force)
         try:
             out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli.Terminated): the same kind goes on

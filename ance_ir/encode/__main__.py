@@ -37,7 +37,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.cli import ArgumentParser, add_import_argument, check_output, load_cli_plugins, positive_int, run_cli
+from ance_ir.cli import (
+    ArgumentParser,
+    add_import_argument,
+    check_new_folder,
+    check_output,
+    load_cli_plugins,
+    positive_int,
+    run_cli,
+)
 from ance_ir.datasets import resolve_corpus
 from ance_ir.encode.corpus_encoder import Shard, encode_corpus
 from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
@@ -79,9 +87,7 @@ def merge_main(argv: list[str]) -> int:
     parser.add_argument("--index-type", choices=INDEX_TYPES, help="default: the inputs' type")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     args = parser.parse_args(argv)
-    check_output(args.output, folder=True)
-    if Path(args.output).exists() and not args.force:
-        raise ValueError(f"{args.output} already exists; pass --force to replace it")
+    check_new_folder(args.output, args.force)
     _report(merge_indexes(args.inputs, args.output, args.index_type), args.output)
     return 0
 

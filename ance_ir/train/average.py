@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ance_ir.cli import ArgumentParser, check_output, non_negative_float, run_cli
+from ance_ir.cli import ArgumentParser, check_new_folder, non_negative_float, run_cli
 from ance_ir.data import atomic_directory
 from ance_ir.data.lines import read_json_object
 from ance_ir.modeling.kinds import load_model
@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, help="folder to write the averaged model to")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     args = parser.parse_args(argv)
-    check_output(args.output, folder=True)
-    if Path(args.output).exists() and not args.force:
-        raise ValueError(f"{args.output} already exists; pass --force to replace it")
+    check_new_folder(args.output, args.force)
     weights = args.weights or [1.0] * len(args.models)
     model = average_models(args.models, weights, args.kind)
     save_average(model, args.output, args.models, [w / sum(weights) for w in weights])
