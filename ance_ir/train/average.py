@@ -4,9 +4,10 @@
         --output averaged
     python -m ance_ir.train.average --models PRETRAINED FINE_TUNED --weights 0.5 0.5 --output wise-ft
 
-Two uses of the field: the last checkpoints of one run averaged (fairseq's ``average_checkpoints``), and a
-fine-tuned model averaged with the model it was fine-tuned from (WiSE-FT, Wortsman et al., 2022), which keeps
-more of the starting model's robustness to topics unlike the fine-tuning data. The result is one model that
+The field's uses: the last checkpoints of one run averaged (fairseq's ``average_checkpoints``); a fine-tuned model
+averaged with the model it was fine-tuned from (WiSE-FT, Wortsman et al., 2022, who find that it keeps more of the
+starting model's robustness to data unlike the fine-tuning data); several fine-tunes of one starting model with
+other seeds or settings (a uniform model soup, Wortsman et al., 2022). The result is one model that
 scores at the cost of one, unlike an average of several models' scores (``python -m ance_ir.fusion --method
 average``). Models fine-tuned from one starting point can be averaged; unrelated models give a meaningless mix.
 
