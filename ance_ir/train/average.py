@@ -62,19 +62,26 @@ def check_parameters(state: dict[str, torch.Tensor], reference: dict[str, torch.
                              "be averaged")
 
 
+def weight_shares(weights: list[float] | None, count: int) -> list[float]:
+    """``weights`` for ``count`` models normalised to sum to 1 (None: equal); ValueError for a count that does not
+    match, a negative or non-finite weight, or a sum of 0."""
+    weights = [1.0] * count if weights is None else list(weights)
+    if len(weights) != count:
+        raise ValueError(f"--weights: {len(weights)} weights for {count} models")
+    if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError("--weights: each must be a finite number >= 0, and their sum > 0")
+    return [w / sum(weights) for w in weights]
+
+
 def average_models(names: list[str | Path], weights: list[float] | None = None, kind: str | None = None) -> Any:
     """Load ``names`` (saved model folders, run folders, checkpoints; ``kind`` for folders recording none) one at
     a time and return the first model with the weighted mean of all their parameters (equal weights by default);
     ValueError for models that cannot be averaged: another kind, an untrained head, other settings or parameters."""
     if len(names) < 2:
         raise ValueError("--models: give two or more models to average")
-    weights = [1.0] * len(names) if weights is None else list(weights)
-    if len(weights) != len(names):
-        raise ValueError(f"--weights: {len(weights)} weights for {len(names)} models")
-    if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
-        raise ValueError("--weights: each must be a finite number >= 0, and their sum > 0")
+    shares = weight_shares(weights, len(names))
     first, settings, sums = None, {}, {}
-    for name, weight in zip(names, weights, strict=True):
+    for name, share in zip(names, shares, strict=True):
         model = load_model(name, first.kind if first is not None else kind)
         if getattr(model, "fresh_head", False) or getattr(model, "fresh", False):
             raise ValueError(f"{name}: its {model.kind} head is untrained (a bare backbone); average trained models")
@@ -86,7 +93,6 @@ def average_models(names: list[str | Path], weights: list[float] | None = None, 
                 raise ValueError(f"{name}: its settings {theirs} are not {names[0]}'s {settings}; models with other "
                                  "settings cannot be averaged")
             check_parameters(state, reference, str(name), str(names[0]))
-        share = weight / sum(weights)
         for key, tensor in state.items():
             if tensor.is_floating_point():
                 sums[key] = sums.get(key, 0) + share * tensor.double()
@@ -115,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     args = parser.parse_args(argv)
     check_new_folder(args.output, args.force)
-    weights = args.weights or [1.0] * len(args.models)
-    model = average_models(args.models, weights, args.kind)
-    save_average(model, args.output, args.models, [w / sum(weights) for w in weights])
+    model = average_models(args.models, args.weights, args.kind)
+    save_average(model, args.output, args.models, weight_shares(args.weights, len(args.models)))
     print(f"wrote {args.output}: a {model.kind} model averaging {len(args.models)} models", file=sys.stderr)
     return 0
 
