@@ -103,7 +103,9 @@ def run_ranks(launch: Launch, prepare: Callable[[], T], encode_shard: Callable[[
     """
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", timeout=TIMEOUT)
+    from ance_ir.process_group import join_process_group
+
+    join_process_group("gloo", TIMEOUT)
     try:
         message, prepared = None, None
         if launch.rank == 0:
@@ -114,8 +116,7 @@ def run_ranks(launch: Launch, prepare: Callable[[], T], encode_shard: Callable[[
         messages: list[str | None] = [None] * launch.world_size
         dist.all_gather_object(messages, _attempt(lambda: encode_shard(shared[1]))[0])
         _raise_first(launch, messages)
-        # the merge's outcome is a collective too: a rank that tore its process group down while rank 0 still
-        # merged could abort at exit ("terminate called without an active exception")
+        # the merge's outcome is a collective too, so that a failed merge makes every rank exit 2
         message, merged = _attempt(merge) if launch.rank == 0 else (None, None)
         dist.all_gather_object(messages, message)
         _raise_first(launch, messages)

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from ance_ir.modeling.inference import resolve_device
+from ance_ir.process_group import join_process_group
 
 T = TypeVar("T")
 # A synchronous refresh or a staleness wait on rank 0 keeps the other ranks in a collective meanwhile.
@@ -40,7 +41,7 @@ class Distributed:
         if device.type == "cuda":
             torch.cuda.set_device(device)
         if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=TIMEOUT)
+            join_process_group("nccl" if device.type == "cuda" else "gloo", TIMEOUT)
         return cls(dist.get_rank(), world_size, device)
 
     @property
