@@ -354,6 +354,34 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
         assert np.allclose([p.score for p in (*after.positives, *after.negatives)], expected, atol=1e-5)
 
 
+def test_several_models_score_groups_with_the_mean_of_their_scores(toy_bert, trained_head, collection, first_stage,
+                                                                   tmp_path):
+    """A teacher ensemble: each passage's score is the mean of the models' scores; not for --run."""
+    torch.manual_seed(6)
+    other = tmp_path / "other"
+    load_model(toy_bert, "cross-encoder").save_pretrained(other)  # another random head
+    groups = [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1"),), (GroupPassage("d7"), GroupPassage("d8"))),
+              TrainingGroup("q2", TOY_TOPICS["q2"], (GroupPassage("d3"),), (GroupPassage("d5"),))]
+    source = tmp_path / "groups.jsonl"
+    write_groups(source, groups)
+    corpus = str(collection / "corpus.jsonl")
+
+    def scored(*models: Path) -> np.ndarray:
+        output = tmp_path / f"scored.{len(models)}.{models[0].name}.jsonl"
+        done = run_here("ance_ir.rerank", "--groups", str(source), "--corpus", corpus, "--model", *map(str, models),
+                        "--output", str(output), "--quiet", "--precision", "fp32")
+        assert done.returncode == 0, done.stderr
+        return np.array([p.score for g in read_groups(output) for p in (*g.positives, *g.negatives)])
+
+    first, second, mean = scored(trained_head), scored(other), scored(trained_head, other)
+    assert not np.allclose(first, second, atol=1e-3)
+    np.testing.assert_allclose(mean, (first + second) / 2, atol=1e-5)
+    output = tmp_path / "run.trec"
+    assert_refused(run_here(*rerank_args(trained_head, collection, first_stage, output, "--model", str(trained_head),
+                                         str(other))), "--model: several models are a teacher ensemble for --groups",
+                   output)
+
+
 def test_a_group_passage_outside_the_corpus_is_scored_by_its_own_text(trained_head, collection, tmp_path):
     """As ``data.source: groups`` trains on it (pretraining pairs: new texts under new ids); none: refused."""
     source, output = tmp_path / "groups.jsonl", tmp_path / "scored.jsonl"

@@ -5,7 +5,7 @@ Torch-free to import (the model comes in as an argument), so that ``--help`` sta
 """
 
 from ance_ir.rerank.rerank import check_run, check_standalone, load_reranker, passages_for, rerank
-from ance_ir.rerank.teacher import group_passages, score_groups
+from ance_ir.rerank.teacher import MeanScorer, group_passages, score_groups
 
-__all__ = ["check_run", "check_standalone", "group_passages", "load_reranker", "passages_for", "rerank",
+__all__ = ["MeanScorer", "check_run", "check_standalone", "group_passages", "load_reranker", "passages_for", "rerank",
            "score_groups"]

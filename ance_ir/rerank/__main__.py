@@ -14,7 +14,8 @@ not reached (:mod:`ance_ir.rerank.resume`).
 With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``python -m ance_ir.negatives`` or
 ``ance_ir.pretrain_data`` writes them; a passage outside the corpus is scored by its own text): every passage gets
 the model's score as its ``score``, the teacher score that training with ``data.source: groups`` hands to a
-distillation loss, and ``--output`` is a groups file:
+distillation loss, and ``--output`` is a groups file. Several ``--model``s make a teacher ensemble: each passage's
+score is the mean of the models' scores (all are loaded together, on one device):
 
     python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --output train-runs/bm25-groups.ce.jsonl.gz
@@ -55,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", help="topics TSV file or name (rag24-mini-test, dl19, ...); needed with --run")
     parser.add_argument("--corpus", required=True, help="corpus JSONL/TSV file or dataset name (rag24-mini): the "
                                                         "passages' texts")
-    parser.add_argument("--model", required=True, help="cross-encoder, poly-encoder or colbert model: model dir, "
-                                                       "training run folder or HF id")
+    parser.add_argument("--model", required=True, nargs="+",
+                        help="cross-encoder, poly-encoder or colbert model: model dir, training run folder or HF id; "
+                             "with --groups, several: each passage's score is the mean of theirs (a teacher "
+                             "ensemble)")
     parser.add_argument("--output", required=True, help="TREC run file to write (with --groups: a groups file)")
     parser.add_argument("--depth", type=int,
                         help="rerank each query's top N hits; the hits below keep their first-stage order "
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value in (("--depth", args.depth), ("--hits", args.hits)):
         if value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value}")
+    if args.run and len(args.model) > 1:
+        raise ValueError("--model: several models are a teacher ensemble for --groups; to combine rerankings of a run, "
+                         "rerank with each and fuse: python -m ance_ir.fusion --method average")
     if args.run and not args.topics:
         raise ValueError("--run needs --topics (the queries' texts)")
     check_output(args.output)
@@ -110,6 +116,7 @@ def _rerank(args: Namespace) -> int:
     from ance_ir.modeling.inference import check_precision, resolve_device, weights_sha256
     from ance_ir.modeling.resolve import resolve_model_path
     from ance_ir.rerank import (
+        MeanScorer,
         check_run,
         check_standalone,
         group_passages,
@@ -131,17 +138,24 @@ def _rerank(args: Namespace) -> int:
         first_stage = read_run(args.run)
         check_run(first_stage, topics, args.run, args.topics)
         qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
-    model = load_reranker(args.model, **({"max_length": args.max_length} if args.max_length else {}))
-    model.to(device)
-    resolved = resolve_model_path(args.model)
-    settings = {"model": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,
-                "weights_sha256": weights_sha256(model), "kind": model.kind,
-                "max_length": getattr(model, "max_length", None), "device": device.type}
-    scorer = ChunkedScorer(model, args.output, settings, args.chunk_size)
+    models, records = [], []
+    for name in args.model:
+        one = load_reranker(name, **({"max_length": args.max_length} if args.max_length else {}))
+        one.to(device)
+        resolved = resolve_model_path(name)
+        models.append(one)
+        records.append({"model": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,
+                        "weights_sha256": weights_sha256(one), "kind": one.kind,
+                        "max_length": getattr(one, "max_length", None)})
+    if len(models) == 1:
+        model, settings = models[0], {**records[0], "device": device.type}
+    else:
+        model, settings = MeanScorer(models), {"models": records, "device": device.type}
     if args.groups:
-        check_standalone(model, args.model)
+        for one, name in zip(models, args.model, strict=True):
+            check_standalone(one, name)
         passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
-        with scorer:
+        with ChunkedScorer(model, args.output, settings, args.chunk_size) as scorer:
             scored = score_groups(groups, passages, scorer, batch_size=args.batch_size, precision=args.precision,
                                   show_progress=not args.quiet)
             write_groups(args.output, scored)
@@ -149,7 +163,7 @@ def _rerank(args: Namespace) -> int:
         print(f"wrote {args.output}: {len(scored)} groups, {pairs} (query, passage) pairs scored", file=sys.stderr)
         return 0
     passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
-    with scorer:
+    with ChunkedScorer(model, args.output, settings, args.chunk_size) as scorer:
         weight = getattr(model, "first_stage_weight", 0.0) if args.first_stage_weight is None \
             else args.first_stage_weight
         run = truncate(rerank(first_stage, topics, passages, scorer, args.depth, batch_size=args.batch_size,

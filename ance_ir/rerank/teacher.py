@@ -1,5 +1,6 @@
-"""Cross-encoder scores as teacher scores: every passage of a set of training groups scored by the model, the
-``score`` that ``data.source: groups`` hands to a distillation loss (``GroupScores.teacher``)."""
+"""Cross-encoder scores as teacher scores: every passage of a set of training groups scored by the model (or the
+mean of several models' scores, :class:`MeanScorer`), the ``score`` that ``data.source: groups`` hands to a
+distillation loss (``GroupScores.teacher``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import TYPE_CHECKING
 from ance_ir.data import InputError, TrainingGroup, iter_corpus
 
 if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
     from ance_ir.modeling.colbert import ColBERT
     from ance_ir.modeling.cross_encoder import CrossEncoder
 
@@ -33,8 +37,36 @@ def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_p
     return texts
 
 
-def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str], model: CrossEncoder | ColBERT,
-                 batch_size: int = 32, precision: str | None = None,
+class MeanScorer:
+    """Several rerankers as one teacher: a pair's score is the mean of the models' scores of it (the Margin-MSE
+    teacher of Hofstätter et al. averages three cross-encoders' scores). The models share one device, and the
+    first model's precision describes the others' (each runs at the precision ``score_pairs`` is given)."""
+
+    def __init__(self, models: Sequence[CrossEncoder | ColBERT]):
+        if len(models) < 2:
+            raise ValueError(f"a mean of scores needs at least two models, got {len(models)}")
+        self.models = list(models)
+
+    @property
+    def device(self) -> torch.device:
+        return self.models[0].device
+
+    @property
+    def inference_precision(self) -> str:
+        return self.models[0].inference_precision
+
+    def score_pairs(self, queries: Sequence[str], passages: Sequence[str], batch_size: int = 32,
+                    precision: str | None = None, show_progress: bool = False) -> np.ndarray:
+        """The mean of the models' scores of the pairs ``(queries[i], passages[i])``, float32 ``[N]``."""
+        import numpy as np
+
+        scores = [m.score_pairs(queries, passages, batch_size=batch_size, precision=precision,
+                                show_progress=show_progress) for m in self.models]
+        return np.mean(np.stack(scores).astype(np.float64), axis=0).astype(np.float32)
+
+
+def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str],
+                 model: CrossEncoder | ColBERT | MeanScorer, batch_size: int = 32, precision: str | None = None,
                  show_progress: bool = False) -> list[TrainingGroup]:
     """``groups`` with each passage's ``score`` replaced by ``model``'s score of (query, passage); the passages
     keep their order, ids, titles and texts. All pairs run in one :meth:`~CrossEncoder.score_pairs` call."""
