@@ -11,14 +11,15 @@ import pytest
 from test_train_distributed import _free_port
 from test_train_run import REPO
 
-# joins a one-process gloo group, imports what the commands import after joining (transformers' modeling, which
-# imports torch.distributed.nn), leaves, and prints the names of the process's threads
+# joins a one-process gloo group, imports what the commands import after joining (transformers' modeling, and
+# torch.distributed.nn, which it imports), leaves, and prints the names of the process's threads
 SCRIPT = """
 import gc, os
 from datetime import timedelta
 import torch.distributed as dist
 {join}
 import transformers.modeling_utils
+import torch.distributed.nn
 dist.destroy_process_group()
 gc.collect()
 print(sorted(open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.listdir("/proc/self/task")))
