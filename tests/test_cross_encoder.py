@@ -356,7 +356,7 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
 
 def test_several_models_score_groups_with_the_mean_of_their_scores(toy_bert, trained_head, collection, first_stage,
                                                                    tmp_path):
-    """A teacher ensemble: each passage's score is the mean of the models' scores; not for --run."""
+    """A teacher ensemble: each passage's score is the mean of the models' scores; not for --run, nor of two kinds."""
     torch.manual_seed(6)
     other = tmp_path / "other"
     load_model(toy_bert, "cross-encoder").save_pretrained(other)  # another random head
@@ -380,6 +380,12 @@ def test_several_models_score_groups_with_the_mean_of_their_scores(toy_bert, tra
     assert_refused(run_here(*rerank_args(trained_head, collection, first_stage, output, "--model", str(trained_head),
                                          str(other))), "--model: several models are a teacher ensemble for --groups",
                    output)
+    colbert = tmp_path / "colbert"
+    load_model(toy_bert, "colbert", dim=8).save_pretrained(colbert)
+    output = tmp_path / "mixed.jsonl"
+    assert_refused(run_here("ance_ir.rerank", "--groups", str(source), "--corpus", corpus, "--model", str(trained_head),
+                            str(colbert), "--output", str(output)),
+                   f"{colbert} is a 'colbert' model, {trained_head} a 'cross-encoder' one", output)
 
 
 def test_a_group_passage_outside_the_corpus_is_scored_by_its_own_text(trained_head, collection, tmp_path):

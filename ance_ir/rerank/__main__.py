@@ -14,8 +14,8 @@ not reached (:mod:`ance_ir.rerank.resume`).
 With ``--groups`` instead of ``--run``, it scores training groups (JSONL, as ``python -m ance_ir.negatives`` or
 ``ance_ir.pretrain_data`` writes them; a passage outside the corpus is scored by its own text): every passage gets
 the model's score as its ``score``, the teacher score that training with ``data.source: groups`` hands to a
-distillation loss, and ``--output`` is a groups file. Several ``--model``s make a teacher ensemble: each passage's
-score is the mean of the models' scores (all are loaded together, on one device):
+distillation loss, and ``--output`` is a groups file. Several ``--model``s of one kind make a teacher ensemble: each
+passage's score is the mean of the models' scores (all are loaded together, on one device):
 
     python -m ance_ir.rerank --groups train-runs/bm25-groups.jsonl.gz --corpus rag24-mini \\
         --model train-runs/rag24-mini/cross-encoder --output train-runs/bm25-groups.ce.jsonl.gz
@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         "passages' texts")
     parser.add_argument("--model", required=True, nargs="+",
                         help="cross-encoder, poly-encoder or colbert model: model dir, training run folder or HF id; "
-                             "with --groups, several: each passage's score is the mean of theirs (a teacher "
-                             "ensemble)")
+                             "with --groups, several of one kind: each passage's score is the mean of theirs (a "
+                             "teacher ensemble)")
     parser.add_argument("--output", required=True, help="TREC run file to write (with --groups: a groups file)")
     parser.add_argument("--depth", type=int,
                         help="rerank each query's top N hits; the hits below keep their first-stage order "
@@ -147,6 +147,11 @@ def _rerank(args: Namespace) -> int:
         records.append({"model": str(Path(resolved).resolve()) if Path(resolved).is_dir() else resolved,
                         "weights_sha256": weights_sha256(one), "kind": one.kind,
                         "max_length": getattr(one, "max_length", None)})
+    for one, name in zip(models[1:], args.model[1:], strict=True):
+        if one.kind != models[0].kind:
+            raise ValueError(f"--model: a teacher ensemble averages the models' raw scores, which only models of one "
+                             f"kind share a scale for; {name} is a {one.kind!r} model, {args.model[0]} a "
+                             f"{models[0].kind!r} one")
     if len(models) == 1:
         model, settings = models[0], {**records[0], "device": device.type}
     else:
