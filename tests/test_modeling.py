@@ -21,6 +21,7 @@ from ance_ir.modeling import (
     alias_defaults,
     resolve_model_path,
 )
+from ance_ir.modeling.kinds import load_model
 
 PASSAGES = list(TOY_PASSAGES.values())
 QUERIES = list(TOY_TOPICS.values())
@@ -363,3 +364,15 @@ def test_the_one_loader_applies_the_alias_settings_and_a_saved_copy_keeps_them(t
     model.save_pretrained(tmp_path / "copy")
     again = load_model(tmp_path / "copy")
     assert (again.config.pooling, again.config.normalize) == ("mean", True)
+
+
+@pytest.mark.parametrize("kind", ["dense", "mebert", "poly-encoder", "cross-encoder", "colbert", "splade", "deepct",
+                                  "generator", "mlm"])
+def test_a_saved_model_writes_its_records_and_loads_them_back(toy_bert, tmp_path, kind):
+    """``records()`` is what ``save_pretrained`` writes (every ``ance_ir_*.json``) and what a reload reports."""
+    model = load_model(toy_bert, kind)
+    model.save_pretrained(tmp_path / "saved")
+    written = {p.name: json.loads(p.read_text()) for p in (tmp_path / "saved").glob("ance_ir_*.json")}
+    assert written == model.records()
+    assert load_model(tmp_path / "saved", kind).records() == model.records()
+    assert (written.get("ance_ir_model.json") or {"kind": kind})["kind"] == kind  # mlm: a plain folder

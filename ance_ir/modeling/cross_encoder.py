@@ -28,7 +28,7 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
 from ance_ir.modeling.inference import batch_bar, running
-from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
+from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 from ance_ir.modeling.tokenize import tokenize_in_threads
 
@@ -137,12 +137,16 @@ class CrossEncoder(torch.nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         """Write weights, tokenizer, head and ``ance_ir_cross_encoder.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_settings(tmp, self.kind, CONFIG_NAME, {"max_length": self.max_length,
-                                                         "first_stage_weight": self.first_stage_weight,
-                                                         "first_stage_depth": self.first_stage_depth})
+            write_records(tmp, self.records())
             save_transformer(tmp, self.tokenizer, self.backbone)
             if self.head is not None:
                 save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_cross_encoder.json``."""
+        return kind_records(self.kind, CONFIG_NAME, {"max_length": self.max_length,
+                                                     "first_stage_weight": self.first_stage_weight,
+                                                     "first_stage_depth": self.first_stage_depth})
 
     @property
     def device(self) -> torch.device:

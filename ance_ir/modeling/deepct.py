@@ -34,7 +34,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
-from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
+from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_deepct.json"
@@ -113,9 +113,13 @@ class DeepCT(torch.nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the backbone, head, tokenizer and ``ance_ir_deepct.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_settings(tmp, self.kind, CONFIG_NAME, self.settings)
+            write_records(tmp, self.records())
             save_transformer(tmp, self.tokenizer, self.backbone)
             save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_deepct.json``."""
+        return kind_records(self.kind, CONFIG_NAME, self.settings)
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -17,10 +17,10 @@ from transformers.utils import logging as transformers_logging
 
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.config import EncoderConfig
+from ance_ir.modeling.config import CONFIG_NAME, EncoderConfig
 from ance_ir.modeling.first_tokens import last_states
 from ance_ir.modeling.inference import batch_bar, nested_progress, running
-from ance_ir.modeling.kinds import register_model_kind, write_kind
+from ance_ir.modeling.kinds import kind_records, register_model_kind, write_records
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 from ance_ir.modeling.sentence_transformers_files import write_sentence_transformers_files
 from ance_ir.modeling.tokenize import tokenize_in_threads
@@ -194,10 +194,13 @@ class DenseEncoder(torch.nn.Module):
         with atomic_directory(directory) as tmp:
             self._save_files(tmp)
 
+    def records(self) -> dict[str, dict[str, Any]]:
+        """What ``save_pretrained`` records: the kind, and the encoder's settings in ``ance_ir_encoder.json``."""
+        return kind_records(self.kind, CONFIG_NAME, self.config.to_dict())
+
     def _save_files(self, directory: Path) -> None:
         """Write the model into the (new, empty) ``directory``; a subclass adds its own files."""
-        write_kind(directory, self.kind)
-        self.config.save(directory)
+        write_records(directory, self.records())
         save_tokenizer(directory, self.tokenizer)
         if self.config.shared:
             self.towers["query"].save(directory)

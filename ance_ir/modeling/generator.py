@@ -44,7 +44,7 @@ from transformers import (
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import evaluating
-from ance_ir.modeling.kinds import choose_settings, read_settings, register_model_kind, write_settings
+from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_generator.json"
@@ -240,8 +240,12 @@ class QueryGenerator(torch.nn.Module):
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the model, tokenizer and ``ance_ir_generator.json``, replacing ``directory`` as a whole."""
         with atomic_directory(directory) as tmp:
-            write_settings(tmp, self.kind, CONFIG_NAME, self.settings)
+            write_records(tmp, self.records())
             save_transformer(tmp, self.tokenizer, self.model)
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_generator.json``."""
+        return kind_records(self.kind, CONFIG_NAME, self.settings)
 
     @property
     def settings(self) -> dict[str, int]:

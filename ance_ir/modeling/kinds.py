@@ -1,8 +1,9 @@
 """Model kinds and the one loader every stage uses (train, refresh, encode, search, the Pyserini adapters).
 
 A *model kind* is a class registered under a name with :func:`register_model_kind`. It says how a model
-of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which records the kind in
-``ance_ir_model.json``), how it encodes and scores, and which index its vectors go to (``index``):
+of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which writes its ``records()``: the kind in
+``ance_ir_model.json`` and its settings, as loaded), how it encodes and scores, and which index its vectors go to
+(``index``):
 
 * ``dense``: one vector per text, dot product, a faiss index (:class:`~ance_ir.modeling.DenseEncoder`).
 * ``cross-encoder``: scores a (query, passage) pair; ``index`` None: it reranks a run
@@ -40,7 +41,7 @@ DEFAULT_KIND = "dense"
 
 
 class ModelKind(Protocol):
-    """What :func:`load_model` needs of a registered kind."""
+    """What :func:`load_model` and the tools that save or compare models need of a registered kind."""
 
     kind: str
     index: str | None
@@ -48,16 +49,25 @@ class ModelKind(Protocol):
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, **overrides: Any) -> Any: ...
 
+    def save_pretrained(self, directory: str | Path) -> None: ...
+
+    def records(self) -> dict[str, dict[str, Any]]: ...
+
 
 MODEL_KINDS = Registry("model kind", key="kind")
 #: class decorator: make a model class loadable by its ``kind`` name
 register_model_kind = MODEL_KINDS.register
 
 
-def write_kind(directory: str | Path, kind: str) -> None:
-    """Record a saved model's kind in ``ance_ir_model.json``."""
-    path = Path(directory) / MODEL_FILE
-    path.write_text(json.dumps({"kind": kind}, indent=2) + "\n", encoding="utf-8")
+def kind_records(kind: str, name: str, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The records of a kind with one settings file: its kind in ``ance_ir_model.json``, its settings in ``name``."""
+    return {MODEL_FILE: {"kind": kind}, name: settings}
+
+
+def write_records(directory: str | Path, records: dict[str, dict[str, Any]]) -> None:
+    """Write a saved model's records (its ``records()``: file name -> JSON object) into ``directory``."""
+    for name, record in records.items():
+        (Path(directory) / name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 def read_settings(directory: str | Path, name: str) -> dict[str, Any]:
@@ -67,12 +77,6 @@ def read_settings(directory: str | Path, name: str) -> dict[str, Any]:
 
     path = Path(directory) / name
     return read_json_object(path) if path.is_file() else {}
-
-
-def write_settings(directory: str | Path, kind: str, name: str, settings: dict[str, Any]) -> None:
-    """Record a saved model's kind and its own settings (``directory/name``)."""
-    write_kind(directory, kind)
-    (Path(directory) / name).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
 def choose_settings(given: dict[str, Any], saved: dict[str, Any], defaults: dict[str, Any],

@@ -14,7 +14,6 @@ The towers, tokenizer, head, normalisation, saving and loading are the :class:`~
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,9 +68,9 @@ class MeBertEncoder(DenseEncoder):
                                                        f"got {m!r}")
         return cls(towers, tokenizer, config, m).eval()
 
-    def _save_files(self, directory: Path) -> None:
-        super()._save_files(directory)
-        (directory / SETTINGS_NAME).write_text(json.dumps({"m": self.m}, indent=2) + "\n", encoding="utf-8")
+    def records(self) -> dict[str, dict[str, Any]]:
+        """The dense encoder's records, and ``m`` in ``ance_ir_mebert.json``."""
+        return {**super().records(), SETTINGS_NAME: {"m": self.m}}
 
     @property
     def vectors_per_passage(self) -> int:

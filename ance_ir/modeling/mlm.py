@@ -81,6 +81,10 @@ class MaskedLM(torch.nn.Module):
         with atomic_directory(directory) as tmp:
             save_transformer(tmp, self.tokenizer, self.mlm)
 
+    def records(self) -> dict[str, dict[str, Any]]:
+        """None: a plain Hugging Face folder records no kind and no settings."""
+        return {}
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device

@@ -11,9 +11,9 @@ other seeds or settings (a uniform model soup, Wortsman et al., 2022). The resul
 scores at the cost of one, unlike an average of several models' scores (``python -m ance_ir.fusion --method
 average``). Models fine-tuned from one starting point can be averaged; unrelated models give a meaningless mix.
 
-Every model must be a trained one of the same kind, with the same parameter names and shapes and the same saved
-settings (``ance_ir_*.json``: a cross-encoder's max_length and first-stage weight, a ColBERT's dimension, ...).
-Floating-point parameters are averaged (in float64, then cast back), any other tensor must be equal in all
+Every model must be a trained one of the same kind, with the same parameter names and shapes and the same settings
+as loaded (their ``records()``, what they save in ``ance_ir_*.json``: a cross-encoder's max_length and first-stage
+weight, a ColBERT's dimension, ...). Floating-point parameters are averaged (in float64, then cast back), any other tensor must be equal in all
 models. ``--weights`` (default: equal) are normalised to sum to 1. The output folder is the first model's kind
 and settings with the averaged weights, plus ``ance_ir_average.json`` recording the models and weights.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +30,9 @@ import torch
 
 from ance_ir.cli import ArgumentParser, check_new_folder, non_negative_float, run_cli
 from ance_ir.data import atomic_directory
-from ance_ir.data.lines import read_json_object
 from ance_ir.modeling.kinds import load_model
 
 RECORD_NAME = "ance_ir_average.json"
-
-
-def saved_settings(model: Any) -> dict[str, dict]:
-    """The ``ance_ir_*.json`` records ``model`` writes when saved, by file name: its kind and settings as loaded
-    (a setting an older folder does not record is there with the value the loader chose for it)."""
-    with tempfile.TemporaryDirectory() as folder:
-        model.save_pretrained(Path(folder) / "model")
-        return {path.name: read_json_object(path) for path in sorted((Path(folder) / "model").glob("ance_ir_*.json"))}
 
 
 def check_parameters(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], name: str,
@@ -85,7 +75,7 @@ def average_models(names: list[str | Path], weights: list[float] | None = None, 
         model = load_model(name, first.kind if first is not None else kind)
         if getattr(model, "fresh_head", False) or getattr(model, "fresh", False):
             raise ValueError(f"{name}: its {model.kind} head is untrained (a bare backbone); average trained models")
-        theirs, state = saved_settings(model), model.state_dict()
+        theirs, state = model.records(), model.state_dict()
         if first is None:
             first, settings, reference = model, theirs, state
         else:
