@@ -13,9 +13,10 @@ average``). Models fine-tuned from one starting point can be averaged; unrelated
 
 Every model must be a trained one of the same kind, with the same parameter names and shapes and the same settings
 as loaded (their ``records()``, what they save in ``ance_ir_*.json``: a cross-encoder's max_length and first-stage
-weight, a ColBERT's dimension, ...). Floating-point parameters are averaged (in float64, then cast back), any other tensor must be equal in all
-models. ``--weights`` (default: equal) are normalised to sum to 1. The output folder is the first model's kind
-and settings with the averaged weights, plus ``ance_ir_average.json`` recording the models and weights.
+weight, a ColBERT's dimension, ...). Floating-point parameters are averaged (in float64, then cast back), any
+other tensor must be equal in all models. ``--weights`` (default: equal) are normalised to sum to 1. The output
+folder is the first model's kind and settings with the averaged weights, plus ``ance_ir_average.json`` recording
+the models and weights.
 """
 
 from __future__ import annotations
