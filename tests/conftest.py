@@ -87,6 +87,15 @@ def module_main(module: str) -> Callable:
         return importlib.import_module(module).main
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a torchrun or process group's master)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run_here(module: str, *args: str) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS`` run in this process (its ``main`` through ``run_cli``), its exit status and its
     stdout and stderr captured as :func:`run_module` captures them; for a CLI whose behaviour under test needs no

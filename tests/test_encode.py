@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TOY_PASSAGES
+from conftest import TOY_PASSAGES, free_port
 
 from ance_ir.cli import run_cli
 from ance_ir.data import InputError
@@ -231,12 +230,10 @@ def test_missing_corpus_and_existing_output_are_errors(tmp_path, toy_collection,
 
 
 def _torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                           "--master-addr", "127.0.0.1", "--master-port", str(port), "-m", "ance_ir.encode", *args],
+                           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "ance_ir.encode",
+                           *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_train_distributed import _free_port
+from conftest import free_port
 from test_train_run import REPO
 
 # joins a one-process gloo group, imports what the commands import after joining (transformers' modeling, and
@@ -28,7 +28,7 @@ print(sorted(open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.list
 
 def _threads_after_leaving(join: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port())}
+           "MASTER_PORT": str(free_port())}
     done = subprocess.run([sys.executable, "-c", SCRIPT.format(join=join)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

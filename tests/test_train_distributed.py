@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import free_port
 from test_train_run import REPO, toy_settings, training_records, weights
 
 from ance_ir.train import build_config, list_checkpoints, train
 from ance_ir.train.layout import RunDir
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun_two(settings: dict, config_file: Path) -> subprocess.CompletedProcess:
@@ -33,7 +27,7 @@ def torchrun_two(settings: dict, config_file: Path) -> subprocess.CompletedProce
     config_file.write_text(yaml.safe_dump(nested))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), "-m", "ance_ir.train",
+                           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "ance_ir.train",
                            "--config", str(config_file)], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
 
