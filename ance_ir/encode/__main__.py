@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.shard:
             raise ValueError(f"--shard {args.shard} under torchrun: each rank encodes shard RANK/WORLD_SIZE itself")
         _device(args, launch)
-        if output.exists() and not args.force:
-            raise ValueError(f"{output} already exists; pass --force to replace it")
+        check_new_folder(output, args.force)
         return resolve_corpus(args.corpus)
 
     def encode_shard(corpus: Path) -> None:
