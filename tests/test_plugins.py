@@ -104,6 +104,17 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
     assert refused.returncode == 2 and "unknown model kind 'test-maxpool'" in refused.stderr
     assert not (tmp_path / "x.trec").exists()
 
+    # weight averaging loads the plugin kind too: the model with itself is the model
+    averaged = tmp_path / "averaged"
+    refused = run_module("ance_ir.train.average", "--models", str(run.final), str(run.final), "--output", str(averaged))
+    assert refused.returncode == 2 and "unknown model kind 'test-maxpool'" in refused.stderr
+    assert not averaged.exists()
+    done = run_module("ance_ir.train.average", "--import", FILES[0], "--models", str(run.final), str(run.final),
+                      "--output", str(averaged))
+    assert done.returncode == 0, done.stderr
+    assert type(load_model(averaged)).__name__ == "MaxPoolEncoder"
+    assert np.allclose(load_model(averaged).encode_passages(texts), stored, atol=1e-5)
+
 
 def test_plugin_data_source_trains(toy_collection, tmp_path):
     """The data source's pairs are what training reads, and a config naming it trains through the CLI."""

@@ -29,7 +29,14 @@ from typing import Any
 
 import torch
 
-from ance_ir.cli import ArgumentParser, check_new_folder, non_negative_float, run_cli
+from ance_ir.cli import (
+    ArgumentParser,
+    add_import_argument,
+    check_new_folder,
+    load_cli_plugins,
+    non_negative_float,
+    run_cli,
+)
 from ance_ir.data import atomic_directory
 from ance_ir.modeling.kinds import load_model
 
@@ -110,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
                                        "mlm); default: the first model's recorded kind, else dense")
     parser.add_argument("--output", required=True, help="folder to write the averaged model to")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
+    add_import_argument(parser)
     args = parser.parse_args(argv)
     check_new_folder(args.output, args.force)
+    load_cli_plugins(args.imports)
     model = average_models(args.models, args.weights, args.kind)
     save_average(model, args.output, args.models, weight_shares(args.weights, len(args.models)))
     print(f"wrote {args.output}: a {model.kind} model averaging {len(args.models)} models", file=sys.stderr)
