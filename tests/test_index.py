@@ -78,6 +78,23 @@ def test_approximate_indexes_find_most_exact_neighbours(vectors, queries, index_
     assert np.mean([e[0] in a for a, e in zip(approx, exact, strict=True)]) >= 0.9
 
 
+def test_ef_search_trades_speed_for_recall_on_hnsw_only(vectors, queries):
+    _, exact = exact_top_k(vectors, queries, 10)
+    index = DenseIndex(build_index(vectors, "hnsw", m=4, ef_construction=16), DOCIDS)
+    recall = {}
+    for ef in (1, 400):
+        index.set_ef_search(ef)
+        _, hits = index.search(queries, 10)
+        recall[ef] = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits, exact, strict=True)])
+    assert index.ef_search == 400 and recall[400] >= 0.95 and recall[1] < 0.5
+    flat = DenseIndex(build_index(vectors, "flat"), DOCIDS)
+    assert flat.ef_search is None
+    with pytest.raises(ValueError, match="ef_search applies to an HNSW index; this one is flat"):
+        flat.set_ef_search(10)
+    with pytest.raises(ValueError, match="at least 1"):
+        index.set_ef_search(0)
+
+
 def test_search_settings_survive_the_round_trip(tmp_path, vectors):
     write_dense_index(tmp_path / "h", build_index(vectors, "hnsw", m=16, ef_search=40), DOCIDS)
     write_dense_index(tmp_path / "p", build_index(vectors, "ivfpq", nlist=8, m=16, nprobe=3), DOCIDS)

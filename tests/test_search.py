@@ -32,6 +32,34 @@ def test_search_writes_run_and_uses_meta_encoder(toy_dense_index, toy_collection
     assert "ndcg@10" in capsys.readouterr().out
 
 
+def test_ef_search_sets_an_hnsw_index_and_is_refused_for_a_flat_one(toy_dense_index, toy_collection, tiny_bert_dir,
+                                                                    tmp_path, capsys):
+    from ance_ir.encode.__main__ import main as encode_main
+
+    hnsw = tmp_path / "toy.hnsw"
+    assert encode_main(["--corpus", str(toy_collection["corpus"]), "--encoder", str(tiny_bert_dir), "--output",
+                        str(hnsw), "--pooling", "mean", "--index-type", "hnsw", "--quiet"]) == 0
+    topics, out = str(toy_collection["topics"]), tmp_path / "hnsw.trec"
+    code, err = run_main(search_main, "--topics", topics, "--index", str(hnsw), "--output", str(out), "--hits", "5",
+                         "--ef-search", "64", capsys=capsys)
+    assert code == 0 and "note:" not in err, err
+    flat = read_run(_search(toy_dense_index, topics, tmp_path / "flat.trec"))
+    assert {q: [d for d, _ in hits] for q, hits in read_run(out).items()} == {
+        q: [d for d, _ in hits] for q, hits in flat.items()}  # the whole toy graph searched: the exact top 5
+    code, err = run_main(search_main, "--topics", topics, "--index", str(hnsw), "--output", str(out), "--hits", "5",
+                         "--ef-search", "2", capsys=capsys)
+    assert code == 0 and "searched with ef_search 2, below --hits 5" in err, err
+    refused = tmp_path / "refused.trec"
+    assert_refused(run_main(search_main, "--topics", topics, "--index", str(toy_dense_index), "--output",
+                            str(refused), "--ef-search", "8", capsys=capsys),
+                   "ef_search applies to an HNSW index; this one is flat", refused)
+
+
+def _search(index, topics: str, output):
+    assert search_main(["--topics", topics, "--index", str(index), "--output", str(output), "--hits", "5"]) == 0
+    return output
+
+
 def test_pyserini_faiss_searcher_returns_the_same_top10(toy_dense_index, toy_collection, tiny_bert_dir, tmp_path):
     from pyserini.search.faiss import FaissSearcher
 

@@ -76,6 +76,22 @@ class DenseIndex:
     def __len__(self) -> int:
         return self.index.ntotal
 
+    @property
+    def ef_search(self) -> int | None:
+        """An HNSW index's candidate list length when searching (faiss ``efSearch``); None for other types."""
+        return self.index.hnsw.efSearch if isinstance(self.index, faiss.IndexHNSW) else None
+
+    def set_ef_search(self, ef_search: int) -> None:
+        """Search an HNSW index with ``ef_search`` candidates a query: more finds more of the exact top hits, and
+        a query gets at most about ``ef_search`` hits. ValueError for another index type or a value below 1."""
+        if self.ef_search is None:
+            where = self.folder or "this index"
+            raise ValueError(f"{where}: ef_search applies to an HNSW index; this one is "
+                             f"{describe_index(self.index)[0]}")
+        if ef_search < 1:
+            raise ValueError(f"ef_search must be at least 1, got {ef_search}")
+        self.index.hnsw.efSearch = ef_search
+
     def search(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, list[list[str]]]:
         """Top-``k`` hits by inner product for each query vector (``[Q, D]``, or one ``[D]`` vector).
 

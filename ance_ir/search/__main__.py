@@ -28,7 +28,8 @@ Queries are encoded as the index's ``meta.json`` records (encoder, pooling, norm
 with ``--encoder`` keeps the index's pooling, normalisation, query length and prefix. An index without one (built
 by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and ``--normalize``; given
 for an index whose ``meta.json`` says otherwise, the flags win with a warning. ``--nprobe``/``--ndocs`` apply to a
-token index only, ``--fusion``/``--alpha`` to hybrid search only (``--bm25-index``).
+token index only, ``--ef-search`` to an HNSW dense index only, ``--fusion``/``--alpha`` to hybrid search only
+(``--bm25-index``).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ndocs", type=int,
                         help="token index: score exactly only the N candidates best by centroid interaction "
                              "(PLAID's pruning; 0: every candidate, the default)")
+    parser.add_argument("--ef-search", type=positive_int,
+                        help="HNSW dense index: candidates kept per query while searching (faiss efSearch; default: "
+                             "the index's own, 128 when built here); a query gets at most about this many hits")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -110,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    if args.ef_search and (is_token_index(args.index) or is_impact_index(args.index)):
+        raise ValueError(f"{args.index}: --ef-search applies to an HNSW dense index; this is a "
+                         f"{'token' if is_token_index(args.index) else 'impact'} index")
     if is_token_index(args.index):
         run = _token_search(args, topics, device)
     elif token_flags := given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"}):
@@ -119,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         run = _impact_search(args, topics, device)
     else:
         index = load_dense_index(resolve_index(args.index))
+        if args.ef_search:
+            index.set_ef_search(args.ef_search)
+        if index.ef_search is not None and index.ef_search < args.hits:
+            print(f"note: {args.index} is an HNSW index searched with ef_search {index.ef_search}, below --hits "
+                  f"{args.hits}: a query gets at most about {index.ef_search} hits (raise --ef-search)",
+                  file=sys.stderr)
         overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
         encoder = encoder_for_index(index, args.encoder, **overrides)
         run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size)
