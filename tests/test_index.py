@@ -78,7 +78,7 @@ def test_approximate_indexes_find_most_exact_neighbours(vectors, queries, index_
     assert np.mean([e[0] in a for a, e in zip(approx, exact, strict=True)]) >= 0.9
 
 
-def test_ef_search_trades_speed_for_recall_on_hnsw_only(vectors, queries):
+def test_ef_search_sets_an_hnsw_index_recall_and_is_refused_by_others(vectors, queries):
     _, exact = exact_top_k(vectors, queries, 10)
     index = DenseIndex(build_index(vectors, "hnsw", m=4, ef_construction=16), DOCIDS)
     recall = {}

@@ -43,9 +43,10 @@ def test_ef_search_sets_an_hnsw_index_and_is_refused_for_a_flat_one(toy_dense_in
     code, err = run_main(search_main, "--topics", topics, "--index", str(hnsw), "--output", str(out), "--hits", "5",
                          "--ef-search", "64", capsys=capsys)
     assert code == 0 and "note:" not in err, err
-    flat = read_run(_search(toy_dense_index, topics, tmp_path / "flat.trec"))
-    assert {q: [d for d, _ in hits] for q, hits in read_run(out).items()} == {
-        q: [d for d, _ in hits] for q, hits in flat.items()}  # the whole toy graph searched: the exact top 5
+    flat = tmp_path / "flat.trec"
+    assert search_main(["--topics", topics, "--index", str(toy_dense_index), "--output", str(flat), "--hits", "5"]) == 0
+    ranked = {q: [d for d, _ in hits] for q, hits in read_run(out).items()}
+    assert ranked == {q: [d for d, _ in hits] for q, hits in read_run(flat).items()}  # the whole toy graph: exact
     code, err = run_main(search_main, "--topics", topics, "--index", str(hnsw), "--output", str(out), "--hits", "5",
                          "--ef-search", "2", capsys=capsys)
     assert code == 0 and "searched with ef_search 2, below --hits 5" in err, err
@@ -53,11 +54,6 @@ def test_ef_search_sets_an_hnsw_index_and_is_refused_for_a_flat_one(toy_dense_in
     assert_refused(run_main(search_main, "--topics", topics, "--index", str(toy_dense_index), "--output",
                             str(refused), "--ef-search", "8", capsys=capsys),
                    "ef_search applies to an HNSW index; this one is flat", refused)
-
-
-def _search(index, topics: str, output):
-    assert search_main(["--topics", topics, "--index", str(index), "--output", str(output), "--hits", "5"]) == 0
-    return output
 
 
 def test_pyserini_faiss_searcher_returns_the_same_top10(toy_dense_index, toy_collection, tiny_bert_dir, tmp_path):
