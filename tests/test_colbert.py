@@ -343,6 +343,7 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
     assert_refused(search(token_index, "--nprobe", "-1"), "--nprobe must be 0 (exhaustive) or more", output)
     assert_refused(search(token_index, "--ndocs", "-1"), "--ndocs must be 0 (no pruning) or more", output)
     assert_refused(search(dense_index, "--ndocs", "8"), "--ndocs applies to a token index's candidates", output)
+    assert_refused(search(token_index, "--ef-search", "8"), "--ef-search applies to an HNSW dense index", output)
     assert_refused(search(token_index, "--ndocs", "8", "--nprobe", "0"), "--nprobe 0 scores every passage", output)
     assert_refused(search(token_index, "--ndocs", "2", "--hits", "3"), "--ndocs 2 is below --hits 3", output)
     assert_refused(run_here("ance_ir.index.compress", "--index", str(dense_index), "--output", str(output)),

@@ -95,6 +95,24 @@ def test_ef_search_sets_an_hnsw_index_recall_and_is_refused_by_others(vectors, q
         index.set_ef_search(0)
 
 
+def test_nprobe_sets_an_ivf_index_recall_and_is_refused_by_others(vectors):
+    rng = np.random.default_rng(2)  # unclustered: a query's neighbours spread over many lists
+    spread = rng.standard_normal((N, DIM)).astype(np.float32)
+    queries = rng.standard_normal((30, DIM)).astype(np.float32)
+    _, exact = exact_top_k(spread, queries, 10)
+    index = DenseIndex(build_index(spread, "ivfpq", nlist=16, m=16), DOCIDS)
+    recall = {}
+    for nprobe in (1, 100):
+        index.set_nprobe(nprobe)
+        _, hits = index.search(queries, 10)
+        recall[nprobe] = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits, exact, strict=True)])
+    assert index.nprobe == 16 and recall[100] >= 0.8 and recall[1] < 0.5  # capped at the 16 lists
+    with pytest.raises(ValueError, match="nprobe applies to an IVF index; this one is flat"):
+        DenseIndex(build_index(vectors, "flat"), DOCIDS).set_nprobe(4)
+    with pytest.raises(ValueError, match="at least 1"):
+        index.set_nprobe(0)
+
+
 def test_search_settings_survive_the_round_trip(tmp_path, vectors):
     write_dense_index(tmp_path / "h", build_index(vectors, "hnsw", m=16, ef_search=40), DOCIDS)
     write_dense_index(tmp_path / "p", build_index(vectors, "ivfpq", nlist=8, m=16, nprobe=3), DOCIDS)

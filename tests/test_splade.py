@@ -176,6 +176,10 @@ def test_bad_inputs_are_refused(model, index, toy_bert, tmp_path, capsys):
     run = tmp_path / "run.trec"
     assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
                             "--output", str(run), "--pooling", "cls", capsys=capsys), "dense settings", run)
+    for flag in ("--nprobe", "--ef-search"):
+        assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
+                                "--output", str(run), flag, "4", capsys=capsys),
+                       f"{flag} applies to a dense or token index; this is an impact index", run)
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "meta.json").write_text('{"index": "impact"}')

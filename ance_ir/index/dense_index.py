@@ -92,6 +92,22 @@ class DenseIndex:
             raise ValueError(f"ef_search must be at least 1, got {ef_search}")
         self.index.hnsw.efSearch = ef_search
 
+    @property
+    def nprobe(self) -> int | None:
+        """An IVF index's inverted lists searched per query (faiss ``nprobe``); None for other types."""
+        return self.index.nprobe if isinstance(self.index, faiss.IndexIVF) else None
+
+    def set_nprobe(self, nprobe: int) -> None:
+        """Search an IVF (IVF-PQ) index's ``nprobe`` nearest lists a query (at most all of them): more finds more of
+        the exact top hits. ValueError for another index type or a value below 1."""
+        if self.nprobe is None:
+            where = self.folder or "this index"
+            raise ValueError(f"{where}: nprobe applies to an IVF index; this one is {describe_index(self.index)[0]}")
+        if nprobe < 1:
+            raise ValueError(f"nprobe must be at least 1, got {nprobe}")
+        self.index.nprobe = min(nprobe, self.index.nlist)
+        self._searchable = None  # a GPU copy holds the old setting
+
     def search(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, list[list[str]]]:
         """Top-``k`` hits by inner product for each query vector (``[Q, D]``, or one ``[D]`` vector).
 

@@ -27,9 +27,9 @@ queries are encoded by its model to integer term weights and searched with Pyser
 Queries are encoded as the index's ``meta.json`` records (encoder, pooling, normalisation); another model named
 with ``--encoder`` keeps the index's pooling, normalisation, query length and prefix. An index without one (built
 by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and ``--normalize``; given
-for an index whose ``meta.json`` says otherwise, the flags win with a warning. ``--nprobe``/``--ndocs`` apply to a
-token index only, ``--ef-search`` to an HNSW dense index only, ``--fusion``/``--alpha`` to hybrid search only
-(``--bm25-index``).
+for an index whose ``meta.json`` says otherwise, the flags win with a warning. ``--nprobe`` applies to a token index
+or an IVF-PQ dense index (the lists searched), ``--ndocs`` to a token index only, ``--ef-search`` to an HNSW dense
+index only, ``--fusion``/``--alpha`` to hybrid search only (``--bm25-index``).
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits per query (default 1000)")
     parser.add_argument("--nprobe", type=int,
                         help="token index: centroids probed per query token for candidates (0: exhaustive MaxSim "
-                             "over every passage; default 4)")
+                             "over every passage; default 4); IVF-PQ dense index: inverted lists searched per "
+                             "query (default: the index's own)")
     parser.add_argument("--ndocs", type=int,
                         help="token index: score exactly only the N candidates best by centroid interaction "
                              "(PLAID's pruning; 0: every candidate, the default)")
@@ -114,18 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
-    if args.ef_search and (is_token_index(args.index) or is_impact_index(args.index)):
-        raise ValueError(f"{args.index}: --ef-search applies to an HNSW dense index; this is a "
-                         f"{'token' if is_token_index(args.index) else 'impact'} index")
     if is_token_index(args.index):
+        if args.ef_search:
+            raise ValueError(f"{args.index}: --ef-search applies to an HNSW dense index; this is a token index")
         run = _token_search(args, topics, device)
-    elif token_flags := given_flags(args, {"--nprobe": "nprobe", "--ndocs": "ndocs"}):
-        raise ValueError(f"{args.index}: {token_flags[0]} applies to a token index's candidates; this is not a "
-                         "token index")
+    elif args.ndocs is not None:
+        raise ValueError(f"{args.index}: --ndocs applies to a token index's candidates; this is not a token index")
     elif is_impact_index(args.index):
+        if flags := given_flags(args, {"--nprobe": "nprobe", "--ef-search": "ef_search"}):
+            raise ValueError(f"{args.index}: {flags[0]} applies to a dense or token index; this is an impact index")
         run = _impact_search(args, topics, device)
     else:
         index = load_dense_index(resolve_index(args.index))
+        if args.nprobe is not None:
+            index.set_nprobe(args.nprobe)
         if args.ef_search:
             index.set_ef_search(args.ef_search)
         if index.ef_search is not None and index.ef_search < args.hits:
