@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -78,14 +79,21 @@ def test_approximate_indexes_find_most_exact_neighbours(vectors, queries, index_
     assert np.mean([e[0] in a for a, e in zip(approx, exact, strict=True)]) >= 0.9
 
 
+def recall_with_each(index: DenseIndex, setting: Callable[[int], None], values: tuple[int, ...], queries: np.ndarray,
+                     exact: list[list[str]]) -> dict[int, float]:
+    """Recall@10 of ``index`` against ``exact`` with each of ``values`` applied by ``setting``."""
+    recall = {}
+    for value in values:
+        setting(value)
+        _, hits = index.search(queries, 10)
+        recall[value] = float(np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits, exact, strict=True)]))
+    return recall
+
+
 def test_ef_search_sets_an_hnsw_index_recall_and_is_refused_by_others(vectors, queries):
     _, exact = exact_top_k(vectors, queries, 10)
     index = DenseIndex(build_index(vectors, "hnsw", m=4, ef_construction=16), DOCIDS)
-    recall = {}
-    for ef in (1, 400):
-        index.set_ef_search(ef)
-        _, hits = index.search(queries, 10)
-        recall[ef] = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits, exact, strict=True)])
+    recall = recall_with_each(index, index.set_ef_search, (1, 400), queries, exact)
     assert index.ef_search == 400 and recall[400] >= 0.95 and recall[1] < 0.5
     flat = DenseIndex(build_index(vectors, "flat"), DOCIDS)
     assert flat.ef_search is None
@@ -101,11 +109,7 @@ def test_nprobe_sets_an_ivf_index_recall_and_is_refused_by_others(vectors):
     queries = rng.standard_normal((30, DIM)).astype(np.float32)
     _, exact = exact_top_k(spread, queries, 10)
     index = DenseIndex(build_index(spread, "ivfpq", nlist=16, m=16), DOCIDS)
-    recall = {}
-    for nprobe in (1, 100):
-        index.set_nprobe(nprobe)
-        _, hits = index.search(queries, 10)
-        recall[nprobe] = np.mean([len(set(h) & set(e)) / 10 for h, e in zip(hits, exact, strict=True)])
+    recall = recall_with_each(index, index.set_nprobe, (1, 100), queries, exact)
     assert index.nprobe == 16 and recall[100] >= 0.8 and recall[1] < 0.5  # capped at the 16 lists
     with pytest.raises(ValueError, match="nprobe applies to an IVF index; this one is flat"):
         DenseIndex(build_index(vectors, "flat"), DOCIDS).set_nprobe(4)
