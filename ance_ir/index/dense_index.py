@@ -84,12 +84,7 @@ class DenseIndex:
     def set_ef_search(self, ef_search: int) -> None:
         """Search an HNSW index with ``ef_search`` candidates a query: more finds more of the exact top hits, and
         a query gets at most about ``ef_search`` hits. ValueError for another index type or a value below 1."""
-        if self.ef_search is None:
-            where = self.folder or "this index"
-            raise ValueError(f"{where}: ef_search applies to an HNSW index; this one is "
-                             f"{describe_index(self.index)[0]}")
-        if ef_search < 1:
-            raise ValueError(f"ef_search must be at least 1, got {ef_search}")
+        self._check_search_setting("ef_search", self.ef_search, "HNSW", ef_search)
         self.index.hnsw.efSearch = ef_search
 
     @property
@@ -100,13 +95,18 @@ class DenseIndex:
     def set_nprobe(self, nprobe: int) -> None:
         """Search an IVF (IVF-PQ) index's ``nprobe`` nearest lists a query (at most all of them): more finds more of
         the exact top hits. ValueError for another index type or a value below 1."""
-        if self.nprobe is None:
-            where = self.folder or "this index"
-            raise ValueError(f"{where}: nprobe applies to an IVF index; this one is {describe_index(self.index)[0]}")
-        if nprobe < 1:
-            raise ValueError(f"nprobe must be at least 1, got {nprobe}")
+        self._check_search_setting("nprobe", self.nprobe, "IVF", nprobe)
         self.index.nprobe = min(nprobe, self.index.nlist)
         self._searchable = None  # a GPU copy holds the old setting
+
+    def _check_search_setting(self, name: str, current: int | None, index_type: str, value: int) -> None:
+        """ValueError unless this index has the search setting ``name`` (``current`` is not None) and ``value`` is
+        at least 1."""
+        if current is None:
+            raise ValueError(f"{self.folder or 'this index'}: {name} applies to an {index_type} index; this one is "
+                             f"{describe_index(self.index)[0]}")
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
 
     def search(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, list[list[str]]]:
         """Top-``k`` hits by inner product for each query vector (``[Q, D]``, or one ``[D]`` vector).
