@@ -117,3 +117,16 @@ def test_empty_and_missing_files(tmp_path):
         read_groups(tmp_path / "empty.jsonl")
     with pytest.raises(InputError, match="no such file"):
         read_groups(tmp_path / "missing.jsonl")
+
+
+def test_several_files_read_as_one_and_a_query_id_in_two_is_refused(tmp_path):
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl.gz"
+    write_groups(first, GROUPS[:2])
+    write_groups(second, GROUPS[2:])
+    assert read_groups([first, second]) == GROUPS
+    assert read_groups([second, first]) == [*GROUPS[2:], *GROUPS[:2]]
+    write_groups(second, [GROUPS[2], GROUPS[0]])
+    with pytest.raises(InputError) as caught:
+        read_groups([first, second])
+    assert (caught.value.path, caught.value.line) == (str(second), 2)
+    assert f"query id 'q1' repeated (first on line 1 of {first})" in str(caught.value)

@@ -1,5 +1,6 @@
 """Training from JSONL groups (``data.source: groups``): the groups ``python -m ance_ir.negatives`` mines from BM25
-train exactly like ``negatives: bm25`` inside training, and teacher scores in groups reach the loss."""
+train exactly like ``negatives: bm25`` inside training (in one file or several), and teacher scores in groups reach
+the loss."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from conftest import run_here
 from test_train_run import assert_same_training, events, toy_config, training_records
 
 from ance_ir.bm25 import build_lucene_index
-from ance_ir.data import GroupPassage, TrainingGroup, write_groups
+from ance_ir.data import GroupPassage, TrainingGroup, read_groups, write_groups
 from ance_ir.train import train
 from ance_ir.train.loss import LOSSES, NLLLoss, register_loss
 
@@ -39,6 +40,14 @@ def test_mined_groups_train_like_bm25_negatives(toy, lucene, tmp_path):
     train(toy_config(toy, tmp_path / "groups", **{**settings, "negatives": "groups", "data_source": "groups",
                                                   "groups": str(groups), "train_topics": None, "bm25_index": None}))
     assert_same_training(tmp_path / "groups", tmp_path / "bm25")
+    mined_groups = read_groups(groups)  # the same groups in two files train the same
+    halves = tmp_path / "first.jsonl", tmp_path / "second.jsonl.gz"
+    write_groups(halves[0], mined_groups[:1])
+    write_groups(halves[1], mined_groups[1:])
+    train(toy_config(toy, tmp_path / "halves", **{**settings, "negatives": "groups", "data_source": "groups",
+                                                  "groups": [str(h) for h in halves], "train_topics": None,
+                                                  "bm25_index": None}))
+    assert_same_training(tmp_path / "halves", tmp_path / "bm25")
 
 
 def test_teacher_scores_of_groups_reach_the_loss(toy, lucene, tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,22 +122,24 @@ def _parse_group(path: Path, lineno: int, line: str) -> TrainingGroup:
     return TrainingGroup(qid, obj["query"], positives, negatives)
 
 
-def read_groups(path: str | Path) -> list[TrainingGroup]:
-    """Read a groups file (JSONL, optionally ``.gz``); every bad line raises :class:`InputError` naming it.
+def read_groups(paths: str | Path | Sequence[str | Path]) -> list[TrainingGroup]:
+    """Read a groups file (JSONL, optionally ``.gz``), or several as one list in order; every bad line raises
+    :class:`InputError` naming it.
 
-    Errors: malformed JSON, a missing or ill-typed field, an empty or repeated query id, a docid twice in
-    one group, a non-finite score, a group without positives.
+    Errors: malformed JSON, a missing or ill-typed field, an empty or repeated query id (within a file or across
+    files), a docid twice in one group, a non-finite score, a group without positives.
     """
-    path = Path(path)
     groups: list[TrainingGroup] = []
-    first_line: dict[str, int] = {}
-    for lineno, line in iter_lines(path):
-        group = _parse_group(path, lineno, line)
-        if group.query_id in first_line:
-            raise InputError(path, f"query id {group.query_id!r} repeated (first on line "
-                                   f"{first_line[group.query_id]})", lineno)
-        first_line[group.query_id] = lineno
-        groups.append(group)
+    first: dict[str, tuple[Path, int]] = {}
+    for path in map(Path, [paths] if isinstance(paths, (str, Path)) else paths):
+        for lineno, line in iter_lines(path):
+            group = _parse_group(path, lineno, line)
+            if group.query_id in first:
+                where, at = first[group.query_id]
+                raise InputError(path, f"query id {group.query_id!r} repeated (first on line "
+                                       f"{at}{'' if where == path else f' of {where}'})", lineno)
+            first[group.query_id] = path, lineno
+            groups.append(group)
     return groups
 
 

@@ -109,6 +109,8 @@ def _field_type(cls: type, name: str) -> tuple[type, bool]:
 def coerce(name: str, value: Any, base: type, optional: bool) -> Any:
     """Convert a file or command-line value to ``base``; ConfigError naming setting ``name`` if it does not fit."""
     if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
+        if base is list:  # a list's unset value is empty
+            return []
         if optional:
             return None
         raise ConfigError(name, "must be set")
@@ -331,7 +333,8 @@ def build_parser() -> ArgumentParser:
             if base is bool:
                 group.add_argument(flag, dest=legacy, action=argparse.BooleanOptionalAction, help=help_text)
             elif base is list:
-                group.add_argument(flag, dest=legacy, action="append", metavar="FILE_OR_MODULE", help=help_text)
+                group.add_argument(flag, dest=legacy, action="append", metavar=f.metadata.get("metavar", "FILE"),
+                                   help=help_text)
             else:
                 group.add_argument(flag, dest=legacy, metavar=base.__name__.upper(), help=help_text)
     return parser

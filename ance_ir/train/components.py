@@ -10,6 +10,7 @@ candidate source's options are the keyword parameters of its constructor.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
@@ -97,18 +98,20 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
 
 def check_unused(config: TrainConfig, flagged: Collection[str] = ()) -> None:
     """ConfigError on the first setting that none of the chosen components reads and that differs from its
-    default, or is ``flagged`` (named by a flag) with a value (None, "not set", is no claim to be read)."""
+    default, or is ``flagged`` (named by a flag) with a value (None or an empty list, "not set", is no claim to be
+    read)."""
     from ance_ir.train.loss import LOSSES
 
     unused = unused_settings(config)
     declared = {"negatives": _sampler_options(config), "loss": LOSSES[config.loss.name].options}
     for section in (config.task, config.negatives, config.refresh, config.loss, config.data):
-        values = {name: (getattr(section, name), f.default) for name, f in section_fields(type(section)).items()}
+        values = {name: (getattr(section, name), f.default_factory() if f.default is dataclasses.MISSING
+                         else f.default) for name, f in section_fields(type(section)).items()}
         values |= {name: (value, declared.get(section.section, {}).get(name))
                    for name, value in getattr(section, "options", {}).items()}
         for name, (value, default) in values.items():
             qualified = section.qualified(name)
-            if qualified in unused and (value != default or qualified in flagged and value is not None):
+            if qualified in unused and (value != default or qualified in flagged and value not in (None, [])):
                 raise ConfigError(qualified, f"is set ({value!r}) but not used: {unused[qualified]}")
 
 

@@ -202,12 +202,12 @@ class GroupsSource(DataSource):
             negatives[qid] = [p.docid for p in group.negatives if p.docid in texts and p.docid not in exclude[qid]]
             scores[qid] = {p.docid: p.score for p in (*group.positives, *group.negatives) if p.score is not None}
             pairs.extend((qid, docid) for docid in good)
-        _note_missing(missing, d.groups)
+        _note_missing(missing, d.groups_named())
         if not pairs:
-            raise ValueError(f"no training pairs: no group of {d.groups} has a positive in {d.corpus}")
+            raise ValueError(f"no training pairs: no group of {d.groups_named()} has a positive in {d.corpus}")
         loss = self.config.loss
         if LOSSES[loss.name].needs_teacher and not loss.teacher_index and not any(scores.values()):
-            raise ValueError(f"{d.groups}: no passage has a score, and loss {loss.name!r} needs teacher "
+            raise ValueError(f"{d.groups_named()}: no passage has a score, and loss {loss.name!r} needs teacher "
                              "scores (write them with python -m ance_ir.rerank --groups)")
         return TrainData(corpus_path, docids, texts, queries, exclude, pairs, negatives, scores)
 

@@ -387,9 +387,9 @@ class GroupNegatives(CandidateNegatives):
         candidates, denoising = data.negatives, {}
         if threshold is not None:
             if not any(data.scores.values()):
-                raise ValueError(f"{config.data.groups}: no passage has a score, and negatives.denoise_above leaves "
-                                 "out the negatives a teacher scores high (score them with python -m ance_ir.rerank "
-                                 "--groups)")
+                raise ValueError(f"{config.data.groups_named()}: no passage has a score, and negatives.denoise_above "
+                                 "leaves out the negatives a teacher scores high (score them with python -m "
+                                 "ance_ir.rerank --groups)")
             candidates, dropped = denoise(data.negatives, data.scores, threshold)
             total = sum(len(docids) for docids in data.negatives.values())
             denoising = {"denoise_above": threshold, "left_out": dropped, "of": total, "denoised_share": share}

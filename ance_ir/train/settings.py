@@ -29,11 +29,11 @@ class ConfigError(ValueError):
         super().__init__(f"{name}: {message}")
 
 
-def _opt(default: Any, help: str, legacy: str | None = None) -> Any:
+def _opt(default: Any, help: str, legacy: str | None = None, metavar: str | None = None) -> Any:
+    metadata = {"help": help, "legacy": legacy, **({"metavar": metavar} if metavar else {})}
     if isinstance(default, (dict, list)):
-        kind = type(default)
-        return field(default_factory=kind, metadata={"help": help, "legacy": legacy})
-    return field(default=default, metadata={"help": help, "legacy": legacy})
+        return field(default_factory=type(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 class Section:
@@ -101,13 +101,19 @@ class DataSection(Section):
     qrels: str | None = _opt(None, "training qrels: TREC file or name (rag24-mini-train); required by the qrels "
                                    "source, optional for groups (judged passages are then never negatives)",
                              "train_qrels")
-    groups: str | None = _opt(None, "groups source: JSONL training groups (python -m ance_ir.negatives)", "groups")
+    groups: list[str] = _opt([], "groups source: JSONL training groups files, several (a list, or --groups A "
+                                 "--groups B) read as one, a query id in two of them refused (python -m "
+                                 "ance_ir.negatives writes them)", "groups")
     min_positive_grade: int = _opt(1, "judgments of at least this grade are training positives (1 fits binary "
                                       "0/1 qrels; graded ones such as rag24-mini's 0-3 may want 2)",
                                    "min_positive_grade")
     negative_exclude_grade: int = _opt(1, "documents judged at least this grade are never used as negatives",
                                        "negative_exclude_grade")
     options: dict[str, Any] = _opt({}, "further settings the data source declares")
+
+    def groups_named(self) -> str:
+        """The groups files as a message names them."""
+        return ", ".join(self.groups)
 
     def check(self) -> None:
         if not self.corpus:
@@ -282,7 +288,8 @@ class RunSection(Section):
     keep_checkpoints: int = _opt(0, "keep only the newest N checkpoints (0: keep all)", "keep_checkpoints")
     log_every: int = _opt(10, "write a log.jsonl record every N steps", "log_every")
     progress: bool = _opt(True, "show a progress bar", "progress")
-    imports: list[str] = _opt([], "plugin files or modules to import first (they register components)", "import")
+    imports: list[str] = _opt([], "plugin files or modules to import first (they register components)", "import",
+                              "FILE_OR_MODULE")
 
     def check(self) -> None:
         if not self.output:
