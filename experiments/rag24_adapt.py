@@ -125,7 +125,7 @@ def head(text: str, words: int = 40) -> str:
 
 
 def write_samples(n: int = 10) -> None:
-    """Ten training examples of each row that ran (the same ten passages, drawn with seed 0), kept in
+    """The training examples of ten passages (drawn with seed 0) for each row that ran, kept in
     ``runs/rag24/adapt/samples.json`` for the report: QGen's (passage, generated query) pairs, GPL's query with its
     positive and hard negative and the cross-encoder's scores of both. Left as it is when a row's run is committed
     but the files its samples come from (git-ignored, in ``train-runs/``) are not here: a clone keeps them all."""
@@ -157,12 +157,12 @@ def write_samples(n: int = 10) -> None:
 def samples_section(samples: dict[str, list[dict[str, object]]]) -> str:
     lines = []
     if "qgen" in samples:
-        lines += ["### QGen: ten passages and the first three queries generated for each", ""]
+        lines += [f"### QGen: {len(samples['qgen'])} passages and the first three queries generated for each", ""]
         for s in samples["qgen"]:
             lines += [f"- `{s['docid']}`: \"{s['passage']}\"", f"  - {'; '.join(s['queries'])}"]
     if "gpl" in samples:
-        lines += ["", "### GPL: ten generated queries, their passage and hard negative, cross-encoder scores",
-                  ""]
+        lines += ["", f"### GPL: the {len(samples['gpl'])} of those passages it drew a query for: the query, its "
+                      "passage and hard negative, cross-encoder scores", ""]
         for s in samples["gpl"]:
             lines += [f"- *{s['query']}*", f"  - positive ({s['positive_score']}): \"{s['positive']}\"",
                       f"  - hard negative ({s['negative_score']}): \"{s['negative']}\""]

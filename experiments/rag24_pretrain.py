@@ -235,7 +235,7 @@ def run(family: str, seeds: list[int], only: list[str] | None, recipes: list[str
                         out.with_name(f"{start.name}.{recipe}.seed{seed}.log.jsonl").write_text(log.read_text())
 
 
-#: the survey's Baidu table (seed 002, a Chinese dataset, Recall@1): label, start, recipe here, Baidu's Recall@1,
+#: the survey's Baidu table (Breezedeus, "Tricks for Sparse & Dense Retrieval Models", 2021; a Chinese dataset, Recall@1): label, start, recipe here, Baidu's Recall@1,
 #: whether the row is a step of the ordering it implies
 BAIDU = [("SimCSE (unsupervised)", "simcse", "zero-shot", 42.374, True),
          ("in-batch negatives (supervised)", "none", "inbatch", 51.301, True),
@@ -297,7 +297,7 @@ def report(family: str, seeds: list[int], output: str) -> None:
         rows = [("no pretraining (Table 1)", baseline),
                 *[(s.label, [run_file(family, s.name, recipe, seed) for seed in seeds]) for s in STARTS]]
         body += [f"#### {family}: {label}", "", *comparison_table(rows, {"no pretraining": baseline}), ""]
-    body += [f"#### {family}: ICT + BFS + WLP jointly against each task alone (seed 003)", "",
+    body += [f"#### {family}: ICT + BFS + WLP jointly against each task alone (Chang et al., ICLR 2020)", "",
              *joint_against_parts(family, seeds), ""]
     body += [f"#### {family}: the survey's Baidu ordering", "", ordering(family, seeds), "",
              "Paired two-sided t-tests over the 101 test topics of per-topic nDCG@10 (mean over seeds); rows "

@@ -176,7 +176,7 @@ class GroupTask(TrainingTask):
 class ContrastiveTask(GroupTask):
     """Each query's positive against its sampled (and optionally in-batch) negatives, by dot product; with
     ``task.mlm_weight`` > 0 plus that times BERT's MLM loss on the batch's passages (:class:`~ance_ir.train.mlm.
-    PassageMLM`, seed 003's joint pretraining)."""
+    PassageMLM`, Chang et al.'s joint pretraining)."""
 
     name = "contrastive"
     grad_cache = True
