@@ -235,8 +235,8 @@ def run(family: str, seeds: list[int], only: list[str] | None, recipes: list[str
                         out.with_name(f"{start.name}.{recipe}.seed{seed}.log.jsonl").write_text(log.read_text())
 
 
-#: the survey's Baidu table (Breezedeus, "Tricks for Sparse & Dense Retrieval Models", 2021; a Chinese dataset, Recall@1): label, start, recipe here, Baidu's Recall@1,
-#: whether the row is a step of the ordering it implies
+#: the survey's Baidu table (Breezedeus, "Tricks for Sparse & Dense Retrieval Models", 2021; a Chinese dataset,
+#: Recall@1): label, start, recipe here, Baidu's Recall@1, whether the row is a step of the ordering it implies
 BAIDU = [("SimCSE (unsupervised)", "simcse", "zero-shot", 42.374, True),
          ("in-batch negatives (supervised)", "none", "inbatch", 51.301, True),
          ("SimCSE + in-batch", "simcse", "inbatch", 55.976, True),

@@ -71,6 +71,16 @@ def test_defaults_and_dim(tiny):
     assert tiny.device == torch.device("cpu")
 
 
+def test_lengths_of_a_bare_backbone_stay_within_its_positions(tmp_path):
+    short = make_tiny_bert(tmp_path / "bert64")  # 64 positions: the default 256 passage tokens do not fit
+    model = DenseEncoder.from_pretrained(short)
+    assert (model.config.query_max_length, model.config.passage_max_length) == (64, 64)
+    assert model.encode_passages([" ".join(PASSAGES * 20)]).shape == (1, 32)  # cut at 64 tokens
+    assert DenseEncoder.from_pretrained(short, passage_max_length=32).config.passage_max_length == 32
+    with pytest.raises(ValueError, match="passage_max_length 100 exceeds the model's 64 positions"):
+        DenseEncoder.from_pretrained(short, passage_max_length=100)
+
+
 def test_save_and_reload_is_bit_identical(tiny_bert_dir, tmp_path):
     model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean", head=True, head_dim=8, normalize=True,
                                          query_prefix="the ")

@@ -25,7 +25,7 @@ from ance_ir.cli import (
     unit_float,
 )
 from ance_ir.data import check_run_tag, write_run
-from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
+from ance_ir.datasets import resolve_corpus, resolve_eval_qrels, resolve_topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_run_tag(args.run_tag)
     topics = resolve_topics(args.topics)
-    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
     searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
     run = searcher.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)
     write_run(run, args.output, tag=args.run_tag)

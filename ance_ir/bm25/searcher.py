@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from tqdm import tqdm
 
@@ -11,6 +13,20 @@ from ance_ir.data import InputError, Run, Topics
 
 #: queries handed to Lucene at a time, so that a progress bar can move during a long search
 SEARCH_SLICE = 128
+
+T = TypeVar("T")
+
+
+def open_lucene(index: str | Path, open_searcher: Callable[[], T]) -> T:
+    """``open_searcher()``, a Pyserini searcher over the Lucene index at ``index``; InputError naming the folder when
+    Lucene cannot read it (a broken or foreign index) instead of Java's stack trace."""
+    from jnius import JavaException
+
+    try:
+        return open_searcher()
+    except JavaException as e:
+        reason = str(e).removeprefix("JVM exception occurred: ").splitlines()[0].split(" (resource ")[0]
+        raise InputError(index, f"not a readable Lucene index ({reason[:300]})") from None
 
 
 class BM25Searcher:
@@ -35,7 +51,7 @@ class BM25Searcher:
             if self.weigher.target != "query":
                 raise InputError(query_weights, "a DeepCT model of passage words (target: passage); query weights "
                                                 "come from one trained with task.target: query (DeepCT-Query)")
-        self.searcher = LuceneSearcher(str(index))
+        self.searcher = open_lucene(index, lambda: LuceneSearcher(str(index)))
         self.searcher.set_bm25(k1, b)
 
     def search(self, topics: Topics, hits: int = 1000, threads: int = 2, progress: bool = False) -> Run:

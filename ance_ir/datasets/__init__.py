@@ -5,8 +5,10 @@ from ance_ir.datasets.registry import (
     fetch,
     qrels_for_topics,
     resolve_corpus,
+    resolve_eval_qrels,
     resolve_qrels,
     resolve_topics,
 )
 
-__all__ = ["DATASETS", "fetch", "qrels_for_topics", "resolve_corpus", "resolve_qrels", "resolve_topics"]
+__all__ = ["DATASETS", "fetch", "qrels_for_topics", "resolve_corpus", "resolve_eval_qrels", "resolve_qrels",
+           "resolve_topics"]

@@ -110,3 +110,13 @@ def qrels_for_topics(spec: str) -> Qrels | None:
         return None
     return resolve_qrels(spec) if _is_name(spec) else None
 
+
+def resolve_eval_qrels(qrels: str | None, topics_spec: str, topics: Topics) -> Qrels | None:
+    """The qrels a run of ``topics`` is evaluated with: ``qrels`` (a file or name) if given, else those that go with
+    ``topics_spec`` (:func:`qrels_for_topics`); InputError naming them when they judge none of the topics, before
+    anything is computed (the run could not be measured)."""
+    judged = resolve_qrels(qrels) if qrels else qrels_for_topics(topics_spec)
+    if judged is not None and topics and not any(qid in judged for qid in topics):
+        raise InputError(qrels or topics_spec, f"judges none of the {len(topics)} topics of {topics_spec}")
+    return judged
+

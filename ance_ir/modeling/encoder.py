@@ -118,6 +118,16 @@ class Tower(torch.nn.Module):
         return tower
 
 
+#: the token lengths of each side's texts, in SIDES' order
+LENGTHS = ("query_max_length", "passage_max_length")
+
+
+def _length_limits(towers: Mapping[str, Tower]) -> dict[str, int | None]:
+    """Each length setting's limit: the positions of the backbone that encodes that side's texts (None: none)."""
+    return {name: getattr(towers.get(side, towers["query"]).backbone.config, "max_position_embeddings", None)
+            for side, name in zip(SIDES, LENGTHS, strict=True)}
+
+
 @register_model_kind
 class DenseEncoder(torch.nn.Module):
     """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product.
@@ -150,6 +160,9 @@ class DenseEncoder(torch.nn.Module):
             raise ValueError("towers must be {'query'} when shared, {'query', 'passage'} otherwise")
         if config.head and config.head_dim is None:
             config = config.replace(head_dim=towers["query"].backbone.config.hidden_size)
+        for name, positions in _length_limits(towers).items():
+            if positions and getattr(config, name) > positions:
+                raise ValueError(f"{name} {getattr(config, name)} exceeds the model's {positions} positions")
         self.towers = torch.nn.ModuleDict(towers)
         self.tokenizer = tokenizer
         self.config = config
@@ -182,6 +195,10 @@ class DenseEncoder(torch.nn.Module):
             towers = {side: Tower.load(Path(path) / side if split else path, config) for side in sides}
         except OSError as error:
             raise unavailable(name_or_path, error) from error
+        if not saved:  # a bare backbone: the default lengths at most its positions
+            config = config.replace(**{name: min(getattr(config, name), positions)
+                                       for name, positions in _length_limits(towers).items()
+                                       if positions and name not in config_overrides})
         return Path(path), towers, tokenizer, config
 
     def save_pretrained(self, directory: str | Path) -> None:

@@ -112,7 +112,7 @@ def _rerank(args: Namespace) -> int:
     import torch
 
     from ance_ir.data import read_groups, read_run, truncate, write_groups, write_run
-    from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
+    from ance_ir.datasets import resolve_corpus, resolve_eval_qrels, resolve_topics
     from ance_ir.modeling.inference import check_precision, resolve_device, weights_sha256
     from ance_ir.modeling.resolve import resolve_model_path
     from ance_ir.rerank import (
@@ -137,7 +137,7 @@ def _rerank(args: Namespace) -> int:
         topics = resolve_topics(args.topics)
         first_stage = read_run(args.run)
         check_run(first_stage, topics, args.run, args.topics)
-        qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+        qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
     models, records = [], []
     for name in args.model:
         one = load_reranker(name, **({"max_length": args.max_length} if args.max_length else {}))

@@ -51,7 +51,7 @@ from ance_ir.cli import (
     unit_float,
 )
 from ance_ir.data import InputError, check_run_tag, write_run
-from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
+from ance_ir.datasets import resolve_eval_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
-    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
     if is_token_index(args.index):
         if args.ef_search:
             raise ValueError(f"{args.index}: --ef-search applies to an HNSW dense index; this is a token index")

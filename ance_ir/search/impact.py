@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ance_ir.bm25.searcher import open_lucene
 from ance_ir.data import Run, Topics
 from ance_ir.index.impact import LUCENE, read_meta
 from ance_ir.modeling.splade import Splade, quantize
@@ -31,7 +32,8 @@ class ImpactSearcher:
         self.model, self.scale = model, self.meta["scale"]
         self.queries = _EncodedQueries({})
         # min_idf -1: keep terms that occur in every passage (idf 0), which Pyserini's default of 0 would drop
-        self.searcher = LuceneImpactSearcher(str(Path(index) / LUCENE), self.queries, min_idf=-1)
+        lucene = Path(index) / LUCENE
+        self.searcher = open_lucene(lucene, lambda: LuceneImpactSearcher(str(lucene), self.queries, min_idf=-1))
 
     def encode_queries(self, texts: list[str], batch_size: int = 64) -> list[dict[str, int]]:
         """The quantised term weights of ``texts``, as the index scores them."""

@@ -1,6 +1,6 @@
 """Masked-LM training (``task: mlm``): continued pretraining of a backbone with its MLM head on the corpus
-passages, the domain-adaptive pretraining that comes before contrastive training (Chang et al., ICLR 2020; the survey's
-"Domain-adaptive Pretraining").
+passages, the domain-adaptive pretraining that comes before contrastive training (Chang et al., ICLR 2020; the
+survey's "Domain-adaptive Pretraining").
 
 BERT's masking (Devlin et al., 2019): each non-special token of a passage is chosen with probability
 ``mlm_probability`` (0.15); a chosen token becomes ``[MASK]`` with probability ``mask_share`` (0.8), a random
@@ -21,8 +21,9 @@ whose first gradients are noise for the encoder; ``task.head_warmup_steps`` N tr
 for the first N optimizer steps (the encoder, and a decoder tied to its input embeddings, stay as loaded), then
 everything (one process only).
 
-Jointly with a paragraph task (Chang et al., ICLR 2020, train MLM along with ICT, BFS and WLP): ``task.mlm_weight`` of the
-``contrastive`` task adds that times the MLM loss of its batch's passages, masked the same way (:class:`PassageMLM`).
+Jointly with a paragraph task (Chang et al., ICLR 2020, train MLM along with ICT, BFS and WLP): ``task.mlm_weight``
+of the ``contrastive`` task adds that times the MLM loss of its batch's passages, masked the same way
+(:class:`PassageMLM`).
 """
 
 from __future__ import annotations
@@ -251,10 +252,11 @@ def passage_mlm_head(start: str, backbone: torch.nn.Module) -> torch.nn.Module:
 
 
 class PassageMLM:
-    """The contrastive task's joint MLM loss (``task.mlm_weight``, the MLM of Chang et al., ICLR 2020 alongside the paragraph tasks): every
-    passage of the batch, masked by BERT's rule (:class:`Masking` defaults) after the passage prefix, through the
-    passage tower's backbone and an MLM head (:func:`passage_mlm_head`, trained with the model; its weights ride in
-    the trainer state). The masks come from the seed, the batch counter and the global row, as in ``task: mlm``."""
+    """The contrastive task's joint MLM loss (``task.mlm_weight``: Chang et al., ICLR 2020, train MLM alongside the
+    paragraph tasks): every passage of the batch, masked by BERT's rule (:class:`Masking` defaults) after the passage
+    prefix, through the passage tower's backbone and an MLM head (:func:`passage_mlm_head`, trained with the model;
+    its weights ride in the trainer state). The masks come from the seed, the batch counter and the global row, as in
+    ``task: mlm``."""
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
         from ance_ir.train.checkpoint import resolve_init
