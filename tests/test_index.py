@@ -280,3 +280,11 @@ def test_merge_needs_raw_vectors_for_lossy_indexes(tmp_path, vectors):
     (shards[0] / "vectors.npy").unlink()
     with pytest.raises(InputError, match="no vectors.npy, and its ivfpq index cannot give back its vectors"):
         merge_indexes(shards, tmp_path / "merged")
+
+
+def test_a_docid_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path, vectors):
+    write_dense_index(tmp_path / "ix", build_index(vectors, "flat"), DOCIDS)
+    path = tmp_path / "ix" / "docid"
+    path.write_bytes(path.read_bytes().replace(f"\n{DOCIDS[2]}\n".encode(), b"\ncaf\xe9\n"))
+    with pytest.raises(InputError, match=r"docid:3: not UTF-8 text \(invalid continuation byte at byte 4"):
+        load_dense_index(tmp_path / "ix")

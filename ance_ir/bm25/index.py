@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ance_ir.data import atomic_directory, iter_corpus, output_lock, remove_stale_temporaries
+from ance_ir.data import InputError, atomic_directory, iter_corpus, output_lock, remove_stale_temporaries
 
 
 def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2) -> Path:
@@ -25,9 +26,11 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2)
     """
     output = Path(output)
     with output_lock(output), _staging(output) as staging:
+        passages = 0
         with open(staging / "docs.jsonl", "w", encoding="utf-8") as f:
             for p in iter_corpus(corpus):
                 f.write(json.dumps({"id": p.docid, "contents": p.text}, ensure_ascii=False) + "\n")
+                passages += 1
         with atomic_directory(output) as tmp:
             cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene",
                    "--collection", "JsonCollection", "--input", str(staging), "--index", str(tmp),
@@ -36,7 +39,19 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2)
             if result.returncode != 0 or not any(tmp.glob("segments*")):
                 tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
                 raise RuntimeError(f"Pyserini indexing of {corpus} failed:\n{tail}")
+            check_all_indexed(corpus, passages, result.stdout + result.stderr)
     return output
+
+
+def check_all_indexed(corpus: str | Path, passages: int, log: str) -> None:
+    """InputError unless Anserini's closing counts in ``log`` (``indexed:`` and ``empty:``, a passage of no text
+    that Lucene leaves out) add up to the corpus's ``passages``: a document Lucene refuses (an immense id, say)
+    takes the rest of its file down with it, silently."""
+    counts = {name: int(n) for name, n in re.findall(r"\b(indexed|empty):\s+(\d+)\s*$", log, re.M)}
+    if len(counts) == 2 and sum(counts.values()) != passages:
+        errors = [line.split(" - ", 1)[-1] for line in log.splitlines() if " ERROR " in line]
+        raise InputError(corpus, f"Lucene indexed {counts['indexed']} of its {passages} passages "
+                                 f"({counts['empty']} without text){': ' + errors[0][:300] if errors else ''}")
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,28 +45,49 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise InputError(path, "file has no content lines")
 
 
+def read_text(path: str | Path) -> str:
+    """A whole (small) file as UTF-8 text; InputError naming the file and the line of a byte that is not UTF-8."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line, column = raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)
+        raise InputError(path, f"not UTF-8 text ({e.reason} at byte {column} of the line)", line) from None
+
+
 def read_json_object(path: str | Path) -> dict:
     """A whole file (a record such as ``meta.json``) parsed as one JSON object; InputError naming the file (and
     the line of a syntax error)."""
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        obj = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise InputError(path, "expected a JSON object")
     return obj
 
 
+#: a JSON escape of a UTF-16 surrogate (``\ud800``-``\udfff``): text only in a high-low pair
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def json_object(path: str | Path, lineno: int, line: str) -> dict:
-    """``line`` parsed as a JSON object."""
+    """``line`` parsed as a JSON object; InputError for malformed JSON, nesting too deep to parse, or a lone
+    surrogate escape (a string that is not text: no tokenizer or UTF-8 file can hold it)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise InputError(path, f"malformed JSON ({e.msg})", lineno) from None
+    except RecursionError:
+        raise InputError(path, "malformed JSON (nested too deeply)", lineno) from None
     if not isinstance(obj, dict):
         raise InputError(path, "expected a JSON object", lineno)
+    if SURROGATE_ESCAPE.search(line):
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InputError(path, f"a lone surrogate escape (\\u{ord(e.object[e.start]):04x}) is not text",
+                             lineno) from None
     return obj
 
 

@@ -23,7 +23,7 @@ import faiss
 import numpy as np
 
 from ance_ir.data import InputError, atomic_directory
-from ance_ir.data.lines import read_json_object
+from ance_ir.data.lines import read_json_object, read_text
 from ance_ir.index.faiss_index import build_index, describe_index, to_gpu
 
 INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
@@ -219,7 +219,7 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1]
         raise InputError(index_path, f"not a readable faiss index ({reason})") from None
-    lines = docid_path.read_text(encoding="utf-8").split("\n")
+    lines = read_text(docid_path).split("\n")
     docids = [line.rstrip() for line in (lines[:-1] if lines[-1] == "" else lines)]
     if len(docids) != index.ntotal:
         raise InputError(docid_path, f"has {len(docids)} docids, but {index_path} holds "

@@ -34,10 +34,13 @@ def check_vector_collection(files: Iterable[Path]) -> int:
     whitespace to positive integers); the number of documents, or :class:`InputError` naming the file and line."""
     count, seen = 0, set()
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
                 try:
-                    doc = json.loads(line)
+                    doc = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as e:
+                    raise InputError(path, f"not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)",
+                                     number) from None
                 except json.JSONDecodeError as e:
                     raise InputError(path, f"not JSON ({e.msg})", number) from None
                 if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, atomic_directory
+from ance_ir.data.lines import read_text
 from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid, check_docid_lines, load_array
 
 INDEX_TYPE = "tokens"
@@ -209,7 +210,7 @@ def load_token_index(folder: str | Path) -> TokenIndex:
     for name in needed:
         if not (folder / name).is_file():
             raise InputError(folder / name, "missing from the token index")
-    docids = (folder / DOCID_FILE).read_text(encoding="utf-8").splitlines()
+    docids = read_text(folder / DOCID_FILE).splitlines()
     arrays = {name: load_array(folder / name) for name in needed[1:]}
     doclens = np.asarray(arrays[DOCLENS_FILE], dtype=np.int64)
     stored = arrays[needed[-1]]

@@ -24,6 +24,7 @@ import yaml
 
 from ance_ir.cli import ArgumentParser
 from ance_ir.data import InputError, atomic_write
+from ance_ir.data.lines import read_text
 from ance_ir.train.settings import (
     LEGACY,
     SECTIONS,
@@ -157,7 +158,7 @@ def read_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such config file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -204,6 +205,8 @@ def _place(key: str, value: Any) -> list[tuple[str, Any]]:
         section, name = LEGACY[key]
         return [(f"{section}.{name}" if section else name, value)]
     if key in SECTIONS:  # ``data: groups``: the section's component
+        if key not in SHORTHAND_FIELD:
+            raise KeyError(f"{key}: a section takes a mapping of its settings ({key}: {{KEY: VALUE}}), got {value!r}")
         return [(f"{key}.{SHORTHAND_FIELD[key]}", value)]
     section, _, name = key.partition(".")
     if section in SECTIONS and name and "." not in name:  # ``task.name: mlm``, as --set writes it
@@ -349,5 +352,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, bool]:
         key, sep, value = item.partition("=")
         if not sep or "." not in key:
             raise ValueError(f"--set {item}: expected SECTION.KEY=VALUE")
-        args[key.strip()] = yaml.safe_load(value)
+        try:
+            args[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ValueError(f"--set {item}: not a YAML value ({getattr(e, 'problem', None) or e})") from None
     return build_config(path, args), resume
