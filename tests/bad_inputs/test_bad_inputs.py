@@ -114,7 +114,8 @@ CASES = {
                                                           '{"id": "d2", "contents": "b"}\n'}),
     "bm25-index-lone-surrogate": Case("bm25", "index --corpus {T}/c.jsonl --output {T}/ix", "{T}/c.jsonl:2",
                                       "a lone surrogate escape (\\ud800) is not text",
-                                      {"c.jsonl": '{"id": "d1", "contents": "a"}\n{"id": "d2", "contents": "\\ud800"}\n'}),
+                                      {"c.jsonl": '{"id": "d1", "contents": "a"}\n'
+                                                  '{"id": "d2", "contents": "\\ud800"}\n'}),
     "bm25-index-json-nested-too-deeply": Case("bm25", "index --corpus {T}/c.jsonl --output {T}/ix", "{T}/c.jsonl:1",
                                               "nested too deeply", {"c.jsonl": "[" * 100000 + "\n"}),
     "bm25-index-broken-gzip": Case("bm25", "index --corpus {F}/corpus_not_gzip.jsonl.gz --output {T}/ix",
