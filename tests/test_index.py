@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -287,4 +288,16 @@ def test_a_docid_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path, vect
     path = tmp_path / "ix" / "docid"
     path.write_bytes(path.read_bytes().replace(f"\n{DOCIDS[2]}\n".encode(), b"\ncaf\xe9\n"))
     with pytest.raises(InputError, match=r"docid:3: not UTF-8 text \(invalid continuation byte at byte 4"):
+        load_dense_index(tmp_path / "ix")
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("encoder_config", "x", "encoder_config must be a JSON object of the encoder's settings, got 'x'"),
+    ("encoder", 3, "encoder must be a string, got 3"),
+])
+def test_a_meta_json_setting_of_the_wrong_type_is_refused_naming_the_file(tmp_path, vectors, key, value, message):
+    write_dense_index(tmp_path / "ix", build_index(vectors, "flat"), DOCIDS)
+    meta = json.loads((tmp_path / "ix" / "meta.json").read_text())
+    (tmp_path / "ix" / "meta.json").write_text(json.dumps({**meta, key: value}))
+    with pytest.raises(InputError, match=rf"meta.json: {re.escape(message)}"):
         load_dense_index(tmp_path / "ix")

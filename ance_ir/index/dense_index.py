@@ -228,6 +228,10 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     for key, actual in (("dimension", index.d), ("count", index.ntotal)):
         if key in meta and meta[key] != actual:
             raise InputError(meta_path, f"says {key} {meta[key]} but {index_path} has {actual}")
+    for key, kind, what in (("encoder", str, "a string"), ("kind", str, "a string"),
+                            ("encoder_config", dict, "a JSON object of the encoder's settings")):
+        if key in meta and not isinstance(meta[key], kind):
+            raise InputError(meta_path, f"{key} must be {what}, got {meta[key]!r}")
     per = meta.get("vectors_per_passage", 1)
     if not isinstance(per, int) or isinstance(per, bool) or per < 1 or index.ntotal % per:
         raise InputError(meta_path, f"vectors_per_passage {per!r} must be a positive integer dividing the "

@@ -34,6 +34,9 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from safetensors import SafetensorError
+
+from ance_ir.data import InputError
 from ance_ir.train.registry import Registry
 
 MODEL_FILE = "ance_ir_model.json"
@@ -141,4 +144,8 @@ def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: A
         raise ValueError(f"{name_or_path}: is a {recorded!r} model, expected a {kind!r} model")
     # an alias goes on by name: its defaults (minilm: mean pooling, normalised) are looked up by name
     source = name_or_path if str(name_or_path).lower() in ALIASES else path
-    return kind_class(recorded or kind or alias_kind(name_or_path) or DEFAULT_KIND).from_pretrained(source, **overrides)
+    cls = kind_class(recorded or kind or alias_kind(name_or_path) or DEFAULT_KIND)
+    try:
+        return cls.from_pretrained(source, **overrides)
+    except SafetensorError as e:  # a weights file cut short or overwritten: the folder, not safetensors' internals
+        raise InputError(path, f"a weights file is not readable safetensors ({e})") from None

@@ -35,13 +35,14 @@ from ance_ir.pretrain_data.__main__ import main as pretrain_data_main
 from ance_ir.rerank.__main__ import main as rerank_main
 from ance_ir.search.__main__ import main as search_main
 from ance_ir.train.__main__ import main as train_main
+from ance_ir.train.average import main as average_main
 
 FILES = Path(__file__).resolve().parent / "files"
 MAINS = {"bm25": bm25_main, "encode": encode_main, "search": search_main, "fusion": fusion_main, "eval": eval_main,
          "train": train_main, "negatives": negatives_main, "rerank": rerank_main, "datasets": datasets_main,
          "expand": expand_main, "documents": documents_main, "gpl": gpl_main, "pretrain_data": pretrain_data_main,
          "plot": plot_main, "plot.tsne": tsne_main, "plot.scores": scores_main, "plot.overlap": overlap_main,
-         "index.compress": compress_main, "index.rewrite": rewrite_main}
+         "index.compress": compress_main, "index.rewrite": rewrite_main, "train.average": average_main}
 
 NOT_UTF8_AT_151 = b"".join(b"d%d\tpassage number %d\n" % (i, i) for i in range(1, 151)) + b"d151\tcaf\xe9\n"
 TRAIN_YAML = ("output: {T}/run\nmodel: {W}/model\ncorpus: {W}/corpus.jsonl\ntrain_topics: {W}/topics.tsv\n"
@@ -57,6 +58,11 @@ class Case(NamedTuple):
     make: dict[str, str | bytes | None] = {}  # files ({T}-relative; None: a folder) the case needs first
 
 
+#: a BERT folder whose weights file is not safetensors (cut short, or overwritten)
+BROKEN_WEIGHTS = {"model": None, "model/vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n",
+                  "model/config.json": '{"model_type": "bert", "vocab_size": 6, "hidden_size": 8, '
+                                       '"num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8}',
+                  "model/model.safetensors": b"garbage"}
 BM25_SEARCH = "search --index {W}/lucene --topics {W}/topics.tsv --output {T}/run.trec"
 ENCODE = "--corpus {W}/corpus.jsonl --encoder {W}/model --output {T}/index"
 SEARCH = "--topics {W}/topics.tsv --index {W}/dense --output {T}/run.trec"
@@ -158,6 +164,8 @@ CASES = {
                                                "--centroids is for token indexes"),
     "encode-passage-length-above-positions": Case("encode", ENCODE + " --passage-max-length 1000", "",
                                                   "passage_max_length 1000 exceeds the model's 64 positions"),
+    "encode-weights-not-safetensors": Case("encode", ENCODE.replace("{W}/model", "{T}/model"), "{T}/model",
+                                           "a weights file is not readable safetensors", BROKEN_WEIGHTS),
     "encode-missing-corpus": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{T}/c.jsonl"), "{T}/c.jsonl",
                                   "no such corpus file"),
     "encode-duplicate-id": Case("encode", ENCODE.replace("{W}/corpus.jsonl", "{F}/corpus_duplicate.jsonl"),
@@ -316,6 +324,9 @@ CASES = {
                          {"c.yaml": TRAIN_YAML + "lr: .inf\n"}),
     "train-config-not-utf8": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11", "not UTF-8 text",
                                   {"c.yaml": TRAIN_YAML.encode() + b"seed: caf\xe9\n"}),
+    "average-weights-not-safetensors": Case("train.average", "--models {T}/model {T}/model --output {T}/avg",
+                                            "{T}/model", "a weights file is not readable safetensors",
+                                            BROKEN_WEIGHTS),
     "train-section-not-a-mapping": Case("train", "--config {T}/c.yaml", "{T}/c.yaml:11",
                                         "optim: a section takes a mapping of its settings",
                                         {"c.yaml": TRAIN_YAML + "optim: 5\n"}),
