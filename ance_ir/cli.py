@@ -111,6 +111,8 @@ def float_type(accept: Callable[[float], bool], expected: str) -> Callable[[str]
     return parse
 
 
+#: any finite number (a score threshold)
+finite_float = float_type(math.isfinite, "a finite number")
 #: a finite number >= 0 (BM25's k1 and b, margins)
 non_negative_float = float_type(lambda x: 0 <= x < math.inf, "a finite number >= 0")
 #: a finite number > 0 (a temperature)

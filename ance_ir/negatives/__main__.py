@@ -36,6 +36,7 @@ from ance_ir.cli import (
     add_import_argument,
     check_output,
     fill_defaults,
+    finite_float,
     given_flags,
     load_cli_plugins,
     non_negative_float,
@@ -86,7 +87,7 @@ def build_parser() -> ArgumentParser:
     mining.add_argument("--pseudo-positives", type=positive_int, metavar="K",
                         help="topics without qrels: each query's top K candidates are its positives (pseudo labels, "
                              "e.g. from a teacher's run: RocketQA's augmentation); its negatives the rest")
-    mining.add_argument("--min-pseudo-score", type=float, metavar="S",
+    mining.add_argument("--min-pseudo-score", type=finite_float, metavar="S",
                         help="with --pseudo-positives: only candidates scoring at least S (the confident ones); a "
                              "query with none gets no group")
     mining.add_argument("--exclude-grade", type=int, default=1, help="passages judged at least this grade are never "
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip, max_rank=args.max_rank,
             margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
             exclude_grade=args.exclude_grade, with_text=args.with_text,
-            progress=lambda line: print(f"{line} ...", file=sys.stderr),
+            progress=None if args.quiet else lambda line: print(f"{line} ...", file=sys.stderr),
             pseudo_positives=args.pseudo_positives or 0, min_pseudo_score=args.min_pseudo_score,
             grade_scores=args.grade_scores)
     except Exception:  # only an interrupted retrieval is kept to resume

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
@@ -62,10 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if bool(args.topics_out) != bool(args.qrels_out):
         raise ValueError("--topics-out and --qrels-out go together")
-    for path in (args.output, args.topics_out, args.qrels_out):
+    written: dict[Path, str] = {}  # each output file, resolved -> its flag
+    for flag, path in (("--output", args.output), ("--topics-out", args.topics_out), ("--qrels-out", args.qrels_out)):
         if path:
-            check_output(path)
-    options = dict(_option(text) for text in args.option)
+            where = check_output(path).resolve()
+            if where in written:
+                raise ValueError(f"{written[where]} and {flag} name the same file {path}: each needs its own")
+            written[where] = flag
+    options: dict[str, object] = {}
+    for key, value in map(_option, args.option):
+        if key in options:
+            raise ValueError(f"--option {key}: given twice")
+        options[key] = value
 
     from ance_ir.data import GroupPassage, write_groups
     from ance_ir.train.dataset import DATA_SOURCES

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
-from ance_ir.cli import ArgumentParser, run_cli
+from ance_ir.cli import ArgumentParser, positive_float, run_cli
 from ance_ir.modeling.inference import resolve_device
 from ance_ir.train.arguments import TrainConfig
 from ance_ir.train.checkpoint import latest_checkpoint, step_of
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("output", help="the training run folder (holds config.json and checkpoints/)")
     parser.add_argument("--once", action="store_true", help="refresh the newest checkpoint if needed, then exit")
     parser.add_argument("--parent-pid", type=int, help="exit when this process (the trainer) is gone")
-    parser.add_argument("--poll", type=float, default=0.5, help="seconds between looks for a new checkpoint")
+    parser.add_argument("--poll", type=positive_float, default=0.5, help="seconds between looks for a new checkpoint")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: the run's inferencer_device/device)")
     args = parser.parse_args(argv)
     serve(args.output, once=args.once, parent_pid=args.parent_pid, poll=args.poll, device=args.device)

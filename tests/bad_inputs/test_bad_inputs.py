@@ -491,6 +491,16 @@ CASES = {
     # pretrain_data
     "pretrain-data-missing-corpus": Case("pretrain_data", PRETRAIN.replace("{W}/corpus", "{T}/nope"),
                                          "{T}/nope.jsonl", "no such corpus file"),
+    "pretrain-data-topics-and-qrels-out-the-same-file": Case("pretrain_data", PRETRAIN + " --topics-out {T}/x "
+                                                             "--qrels-out {T}/x", "",
+                                                             "--topics-out and --qrels-out name the same file"),
+    "pretrain-data-output-and-topics-out-the-same-file": Case("pretrain_data", PRETRAIN + " --topics-out {T}/p.jsonl "
+                                                              "--qrels-out {T}/q", "",
+                                                              "--output and --topics-out name the same file"),
+    "pretrain-data-option-given-twice": Case("pretrain_data", PRETRAIN + " --option k=1 --option k=2", "",
+                                             "--option k: given twice"),
+    "negatives-min-pseudo-score-nan": Case("negatives", NEGATIVES + " --min-pseudo-score nan", "",
+                                           "argument --min-pseudo-score: expected a finite number"),
     "pretrain-data-option-without-value": Case("pretrain_data", PRETRAIN + " --option sentences", "",
                                                "expected KEY=VALUE"),
     "pretrain-data-unknown-option": Case("pretrain_data", PRETRAIN + " --option nosuch=1", "",
