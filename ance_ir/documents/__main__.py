@@ -43,8 +43,15 @@ def _non_empty(value: str) -> str:
 
 
 def _check_split_ids(ids: Iterable[str], delimiter: str, source: str | Path) -> None:
-    """Refuse passage ids none of which has ``delimiter``: every passage would be a document of its own."""
-    if not any(delimiter in docid for docid in ids):
+    """Refuse passage ids none of which has ``delimiter`` (every passage would be a document of its own) and an id
+    that starts with it (it names no document)."""
+    split = False
+    for docid in ids:
+        if docid.startswith(delimiter):
+            raise InputError(source, f"passage id {docid!r} starts with the delimiter {delimiter!r}, so it names no "
+                                     "document")
+        split = split or delimiter in docid
+    if not split:
         raise InputError(source, f"no passage id contains the delimiter {delimiter!r} (ids DOC{delimiter}N), so no "
                                  "passages join into a document; see --delimiter")
 
@@ -72,10 +79,11 @@ def _split(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer
 
     from ance_ir.documents.passages import split_documents
-    from ance_ir.modeling.resolve import resolve_model_path
+    from ance_ir.modeling.resolve import check_loadable, resolve_model_path
 
     check_output(args.output)
     model = resolve_model_path(args.tokenizer)
+    check_loadable(model)
     tokenizer = AutoTokenizer.from_pretrained(model)
     positions, special = _positions(model, tokenizer), tokenizer.num_special_tokens_to_add()
     if args.length > positions - special:
@@ -103,6 +111,9 @@ def _pool(args: argparse.Namespace) -> None:
     run = read_run(args.run)
     _check_split_ids((docid for ranking in run.values() for docid, _ in ranking), args.delimiter, args.run)
     pooled = pool_run(run, args.pooling, args.hits, args.delimiter)
+    if not any(pooled.values()):
+        raise InputError(args.run, f"{args.pooling} pooling leaves no document: no passage of the run is a "
+                                   f"document's first (DOC{args.delimiter}0)")
     write_run(pooled, args.output, tag=tag)
     print(f"wrote {args.output}: {len(pooled)} queries", file=sys.stderr)
 

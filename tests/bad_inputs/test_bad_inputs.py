@@ -472,6 +472,15 @@ CASES = {
     "documents-pool-no-segment-ids": Case("documents", POOL, "{W}/run.trec", "no passage id contains the delimiter"),
     "documents-pool-nan-score": Case("documents", POOL.replace("{W}/run.trec", "{F}/run_nan.trec"),
                                      "{F}/run_nan.trec:2", "not a finite number"),
+    "documents-pool-first-without-first-segments": Case("documents", POOL.replace("{W}/run.trec", "{T}/r.trec")
+                                                        + " --pooling first", "{T}/r.trec",
+                                                        "first pooling leaves no document",
+                                                        {"r.trec": "q1 Q0 a#1 1 2.0 t\nq1 Q0 b#2 2 1.0 t\n"}),
+    "documents-pool-id-starts-with-the-delimiter": Case("documents", POOL.replace("{W}/run.trec", "{T}/r.trec"),
+                                                        "{T}/r.trec", "passage id '#1' starts with the delimiter",
+                                                        {"r.trec": "q1 Q0 a#0 1 2.0 t\nq1 Q0 #1 2 1.0 t\n"}),
+    "documents-split-index-as-tokenizer": Case("documents", SPLIT.replace("{W}/model", "{W}/dense"), "{W}/dense",
+                                               "an index folder (meta.json), not a model"),
     "documents-pool-hits-0": Case("documents", POOL + " --hits 0", "", "argument --hits"),
     # gpl: every input checked before the first stage
     "gpl-retriever-not-an-index": Case("gpl", GPL.replace("{W}/dense", "{W}/model"), "{W}/model/index", "missing"),
