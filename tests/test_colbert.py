@@ -209,6 +209,20 @@ def test_encoding_a_token_index_moves_a_bar_per_batch_on_a_terminal(saved, colle
         assert (bar in stderr.getvalue()) == stderr.isatty()  # in a log file every redraw would be a new line
 
 
+def test_too_many_centroids_keep_the_encoded_chunks_for_a_rerun(saved, collection, token_index, tmp_path):
+    output, tokens = tmp_path / "index", load_token_index(token_index).meta["tokens"]
+    args = ["--corpus", str(collection / "corpus.jsonl"), "--encoder", str(saved), "--output", str(output),
+            "--chunk-size", "3", "--quiet"]
+    refused = run_here("ance_ir.encode", *args, "--centroids", str(tokens + 1))
+    assert refused.returncode == 2 and not output.exists()
+    assert f"more than the corpus's {tokens} token vectors" in refused.stderr
+    assert f"rerun with --centroids at most {tokens}" in refused.stderr
+    chunks = sorted(p.name for p in output.with_name("index.partial").iterdir())
+    done = run_here("ance_ir.encode", *args, "--centroids", "4")
+    assert done.returncode == 0, done.stderr
+    assert "resum" in done.stderr.lower() and len(load_token_index(output).centroids) == 4 and chunks
+
+
 def test_encode_writes_a_token_index_of_the_kept_tokens(saved, collection, token_index):
     index = load_token_index(token_index)
     model = load_model(saved)

@@ -57,8 +57,9 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
         vectors = np.concatenate([np.load(p) for p in parts])
         doclens = np.concatenate([np.load(p.with_name(p.stem + ".lens.npy")) for p in parts])
         count = centroids or default_centroids(len(vectors))
-        if count > len(vectors):
-            raise ValueError(f"--centroids {count}: more than the corpus's {len(vectors)} token vectors")
+        if count > len(vectors):  # known only now; the encoded chunks stay for a rerun to go on from
+            raise ValueError(f"--centroids {count}: more than the corpus's {len(vectors)} token vectors (they are "
+                             f"kept in {work}: rerun with --centroids at most {len(vectors)} to index them)")
         print(f"k-means: {count} centroids over {len(vectors)} token vectors", file=sys.stderr)
         centers = train_centroids(vectors, count, seed)
         meta = {k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")}

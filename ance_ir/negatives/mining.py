@@ -182,7 +182,10 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
         if (margin is not None or relative_margin is not None) and candidates \
                 and positive_score(candidates, positives[qid]) is None:
             report.no_positive_score += 1
-    if total and report.candidates_not_in_corpus == total:
+    if not total:
+        raise ValueError(f"the {source.name} source gave no candidates for any of the {len(queries)} queries; "
+                         "were they retrieved for other topics?")
+    if report.candidates_not_in_corpus == total:
         raise ValueError(f"none of the {total} candidates from the {source.name} source is a passage of {corpus}; "
                          "was its index built from another corpus?")
     mined = mine({qid: ranking.get(qid, []) for qid in queries}, positives, judged, depth, skip=skip,
