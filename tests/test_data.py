@@ -141,6 +141,17 @@ def test_failed_write_leaves_no_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.trec"]
 
 
+@pytest.mark.parametrize("write", [atomic_write, atomic_directory], ids=["file", "folder"])
+def test_a_failed_write_removes_the_folders_it_made_and_only_those(tmp_path, write):
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError), write(tmp_path / "kept" / "new" / "deeper" / "out"):
+        raise RuntimeError("the writer failed")
+    assert [p.name for p in tmp_path.rglob("*")] == ["kept"]
+    with write(tmp_path / "kept" / "new" / "out"):
+        pass
+    assert (tmp_path / "kept" / "new" / "out").exists()
+
+
 @pytest.mark.parametrize("write", [lambda p: atomic_write(p), lambda p: atomic_directory(p), lambda p: output_lock(p)],
                          ids=["file", "folder", "lock"])
 def test_an_output_that_cannot_be_made_is_named_not_its_temporary(write):

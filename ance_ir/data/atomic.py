@@ -30,6 +30,20 @@ def _umask() -> int:
     return mask
 
 
+def _missing_folders(path: Path) -> list[Path]:
+    """The folders above ``path`` that do not exist yet, deepest first (what writing it would create)."""
+    return [p for p in Path(os.path.abspath(path)).parents if not p.exists()]
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) that a failed write created, as long as they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: something else is in it
+            break
+
+
 def _beside(path: Path, make: Callable[[], T]) -> T:
     """``make()`` a temporary or lock file beside ``path`` (its parent folders first); an OSError of ``make`` names
     ``path``, the output the caller asked for, not the hidden name beside it."""
@@ -48,6 +62,7 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
     writes gzip with an empty name and zero mtime in its header, so the same content gives the same bytes.
     """
     path = Path(path)
+    created = _missing_folders(path)
     fd, tmp = _beside(path, lambda: tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())
@@ -57,6 +72,7 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        _remove_empty(created)
         raise
 
 
@@ -78,6 +94,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield a temporary directory beside ``path``; move it to ``path`` when the block exits cleanly (replacing
     what is there)."""
     path = Path(path)
+    created = _missing_folders(path)
     tmp = Path(_beside(path, lambda: tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
@@ -92,6 +109,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
             os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(created)
         raise
 
 
@@ -103,7 +121,7 @@ def output_lock(path: str | Path) -> Iterator[Path]:
     Parent folders it had to create are removed again if the block leaves them empty.
     """
     path = Path(os.path.abspath(path))  # "." and ".." name no folder to put a lock file beside
-    created = [p for p in path.parents if not p.exists()]
+    created = _missing_folders(path)
     lock = path.with_name(f".{path.name}.lock")
     while True:
         fd = _beside(path, lambda: os.open(lock, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask()))
@@ -128,11 +146,7 @@ def output_lock(path: str | Path) -> Iterator[Path]:
     finally:
         lock.unlink(missing_ok=True)
         os.close(fd)
-        for folder in created:
-            try:
-                folder.rmdir()
-            except OSError:  # not empty: the output is in it
-                break
+        _remove_empty(created)
 
 
 def remove_stale_temporaries(path: str | Path) -> list[Path]:
