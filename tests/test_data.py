@@ -96,6 +96,12 @@ def test_qrels(tmp_path):
     (tmp_path / "cols.txt").write_text("q1 0 d1\n")
     with pytest.raises(InputError, match=r"cols.txt:1: expected 4 columns, found 3"):
         read_qrels(tmp_path / "cols.txt")
+    (tmp_path / "underscore.txt").write_text("q1 0 d1 1_0\n")  # int() would read 10
+    with pytest.raises(InputError, match=r"underscore.txt:1: relevance '1_0' is not an integer"):
+        read_qrels(tmp_path / "underscore.txt")
+    (tmp_path / "beir.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t\t1\n")
+    with pytest.raises(InputError, match=r"beir.tsv:2: empty docid"):
+        read_qrels(tmp_path / "beir.tsv")
 
 
 def test_run_lines_match_pyserini_trec_writer(tmp_path):
@@ -126,6 +132,9 @@ def test_bad_run_lines(tmp_path):
         read_run(path)
     path.write_text("q1 Q0 d1 one 2.0 t\n")
     with pytest.raises(InputError, match=r"r.trec:1: rank 'one' or score"):
+        read_run(path)
+    path.write_text("q1 Q0 d1 1 2_0.5 t\n")  # float() would read 20.5
+    with pytest.raises(InputError, match=r"r.trec:1: rank '1' or score '2_0.5' is not a number"):
         read_run(path)
 
 

@@ -42,9 +42,13 @@ def read_qrels(path: str | Path) -> Qrels:
                 continue
         if beir:
             qid, docid, rel = (c.strip() for c in split_columns(path, lineno, line, "\t", (3,)))
+            if not qid or not docid:  # BEIR ids may hold spaces, but not be empty
+                raise InputError(path, f"empty {'query id' if not qid else 'docid'}", lineno)
         else:
             qid, _, docid, rel = split_columns(path, lineno, line, None, (4,))
         try:
+            if "_" in rel:  # int() reads "1_0" as 10
+                raise ValueError
             grade = int(rel)
         except ValueError:
             raise InputError(path, f"relevance {rel!r} is not an integer", lineno) from None

@@ -110,6 +110,8 @@ def read_run_lines(path: str | Path) -> Run:
     for lineno, line in iter_lines(path):
         qid, _, docid, rank, score, _tag = split_columns(path, lineno, line, None, (6,))
         try:
+            if "_" in rank + score:  # int() and float() read "1_0" as 10
+                raise ValueError
             int(rank)
             value = float(score)
         except ValueError:
