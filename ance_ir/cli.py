@@ -167,6 +167,8 @@ def check_output(path: str | Path, *, folder: bool = False) -> Path:
     Raises :class:`InputError` for a folder where a file goes (or a file where a folder goes), a parent
     that is a file, or a parent folder this process may not write into.
     """
+    if str(path).endswith("/") and not folder:  # Path() would drop the slash and write a file of that name
+        raise InputError(path, "ends with '/', a folder; the output must be a file name")
     path = Path(path)
     if path.is_dir() and not folder:
         raise InputError(path, "is a folder; the output must be a file name")

@@ -41,6 +41,7 @@ def test_corpus_layouts_are_told_apart_by_the_first_line(tmp_path):
         (jsonl({"_id": "", "text": "x"}), 1, 'missing or empty "_id"'),
         (jsonl({"docid": "a", "text": "x"}, {"docid": "b", "contents": "y"}), 2, '"text" (Tevatron corpus'),
         (jsonl({"title": "x", "text": "y"}), 1, 'missing or empty "id"'),
+        (jsonl({"id": True, "contents": "y"}), 1, 'missing or empty "id"'),  # not the id "True"
     ],
 )
 def test_bad_beir_and_tevatron_corpus_lines(tmp_path, content, line, message):
@@ -72,6 +73,7 @@ def test_topic_layouts(tmp_path):
         (jsonl({"query_id": "1", "query": "a"}, {"query_id": "2"}), 2, 'missing or non-string "query" (Tevatron'),
         (jsonl({"qid": "1", "query": "a"}), 1, 'expected BEIR query fields ("_id", "text")'),
         (jsonl({"_id": "1", "text": "a"}, {"_id": "1", "text": "b"}), 2, "duplicate query id '1'"),
+        (jsonl({"_id": "1", "text": "a"}, {"_id": False, "text": "b"}), 2, 'missing or empty "_id"'),
         (jsonl({"_id": "1", "text": "a"}) + '["2", "b"]\n', 2, "expected a JSON object"),
     ],
 )

@@ -23,16 +23,26 @@ from ance_ir.search.__main__ import main as search_main
 
 
 @pytest.fixture(scope="module")
-def model(toy_bert) -> Splade:
-    return load_model(toy_bert, "splade")
+def splade_dir(toy_bert, tmp_path_factory) -> Path:
+    """The toy BERT as a splade model with its (random) MLM head saved: a model whose head is not new."""
+    fresh = load_model(toy_bert, "splade")
+    assert fresh.fresh_head  # a bare encoder: its MLM head is newly initialised
+    folder = tmp_path_factory.mktemp("splade-model") / "splade"
+    fresh.save_pretrained(folder)
+    return folder
 
 
 @pytest.fixture(scope="module")
-def index(model, toy_bert, tmp_path_factory) -> Path:
+def model(splade_dir) -> Splade:
+    return load_model(splade_dir, "splade")
+
+
+@pytest.fixture(scope="module")
+def index(model, splade_dir, tmp_path_factory) -> Path:
     from ance_ir.encode.impact_encoder import encode_impacts
 
     root = write_toy_collection(tmp_path_factory.mktemp("splade"))
-    encode_impacts(root / "corpus.jsonl", model, root / "index", encoder_name=str(toy_bert), chunk_size=3,
+    encode_impacts(root / "corpus.jsonl", model, root / "index", encoder_name=str(splade_dir), chunk_size=3,
                    show_progress=False)
     return root / "index"
 
@@ -180,6 +190,9 @@ def test_bad_inputs_are_refused(model, index, toy_bert, tmp_path, capsys):
         assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
                                 "--output", str(run), flag, "4", capsys=capsys),
                        f"{flag} applies to a dense or token index; this is an impact index", run)
+    assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
+                            "--output", str(run), "--encoder", str(toy_bert), capsys=capsys),
+                   "has no trained splade head (a bare encoder)", run)
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "meta.json").write_text('{"index": "impact"}')

@@ -62,7 +62,7 @@ def corpus_fields(obj: dict) -> JsonFields:
 def _parse_json(path: Path, lineno: int, obj: dict, fields: JsonFields, first: bool) -> Passage:
     layout = "" if first or fields is PYSERINI else f" ({fields.name} corpus, as line 1 says)"
     docid, contents, title = obj.get(fields.id), obj.get(fields.text), obj.get("title", "")
-    if not isinstance(docid, (str, int)) or str(docid).strip() == "":
+    if not isinstance(docid, (str, int)) or isinstance(docid, bool) or str(docid).strip() == "":
         raise InputError(path, f'missing or empty "{fields.id}"{layout}', lineno)
     if not isinstance(contents, str):
         raise InputError(path, f'missing or non-string "{fields.text}"{layout}', lineno)

@@ -52,7 +52,7 @@ def read_topics_jsonl(path: str | Path) -> Topics:
                                        '("query_id", "query")', lineno)
         id_key, text_key = QUERY_FIELDS[layout]
         qid, query = obj.get(id_key), obj.get(text_key)
-        if not isinstance(qid, (str, int)) or str(qid).strip() == "":
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid).strip() == "":
             raise InputError(path, f'missing or empty "{id_key}" ({layout} queries, as line 1 says)', lineno)
         if not isinstance(query, str):
             raise InputError(path, f'missing or non-string "{text_key}" ({layout} queries, as line 1 says)',

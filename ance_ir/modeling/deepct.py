@@ -68,8 +68,10 @@ class DeepCT(torch.nn.Module):
     inference_precision: str = "fp32"
 
     def __init__(self, backbone: PreTrainedModel, head: torch.nn.Linear, tokenizer: PreTrainedTokenizerBase,
-                 max_length: int, windows: int = 1, aggregation: str = "max", target: str = "passage"):
+                 max_length: int, windows: int = 1, aggregation: str = "max", target: str = "passage",
+                 fresh_head: bool = False):
         super().__init__()
+        self.fresh_head = fresh_head  # the term-weight head was newly initialised (a bare backbone): train it first
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
         self.target = target
@@ -102,13 +104,13 @@ class DeepCT(torch.nn.Module):
             backbone = load_backbone(path)  # no pooler: a parameter without gradient stops DDP
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        head = torch.nn.Linear(backbone.config.hidden_size, 1)
-        if (Path(path) / HEAD_NAME).is_file():
+        head, fresh = torch.nn.Linear(backbone.config.hidden_size, 1), not (Path(path) / HEAD_NAME).is_file()
+        if not fresh:
             head.load_state_dict(load_file(Path(path) / HEAD_NAME))
         given = {"max_length": max_length, "windows": windows, "aggregation": aggregation, "target": target}
         settings = choose_settings(given, saved, DEFAULTS, getattr(backbone.config, "max_position_embeddings", None),
                                    ("max_length",))
-        return cls(backbone, head, tokenizer, **settings).eval()
+        return cls(backbone, head, tokenizer, **settings, fresh_head=fresh).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the backbone, head, tokenizer and ``ance_ir_deepct.json``, replacing ``directory`` as a whole."""

@@ -36,6 +36,12 @@ def mlm_head(model: PreTrainedModel) -> torch.nn.Module | None:
     return None
 
 
+def missing_head_weights(mlm: PreTrainedModel, info: dict[str, list[str]]) -> list[str]:
+    """The MLM head's weights a checkpoint lacked (``from_pretrained(..., output_loading_info=True)``'s ``info``):
+    newly initialised ones, as when a bare encoder is loaded as a masked LM."""
+    return sorted(k for k in info["missing_keys"] if not k.startswith(f"{mlm.base_model_prefix}."))
+
+
 @register_model_kind
 class MaskedLM(torch.nn.Module):
     """A transformer and its MLM head; :meth:`logits_at` gives the vocabulary logits of chosen positions."""
@@ -66,10 +72,9 @@ class MaskedLM(torch.nn.Module):
         except ValueError as error:
             raise ValueError(f"{name_or_path}: has no masked-LM architecture ({str(error).splitlines()[0]})") \
                 from None
-        prefix = mlm.base_model_prefix
-        missing = [k for k in info["missing_keys"] if not k.startswith(f"{prefix}.")]
+        missing = missing_head_weights(mlm, info)
         if missing:
-            print(f"note: {name_or_path} has no MLM head weights ({', '.join(sorted(missing)[:3])}"
+            print(f"note: {name_or_path} has no MLM head weights ({', '.join(missing[:3])}"
                   f"{', ...' if len(missing) > 3 else ''}); the head is newly initialised", file=sys.stderr)
         if tokenizer.mask_token_id is None:
             raise ValueError(f"{name_or_path}: the tokenizer has no mask token")

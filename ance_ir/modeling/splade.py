@@ -20,6 +20,7 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
+from ance_ir.modeling.mlm import missing_head_weights
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_splade.json"
@@ -53,8 +54,9 @@ class Splade(torch.nn.Module):
     inference_precision: str = "fp32"
 
     def __init__(self, mlm: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, query_max_length: int,
-                 passage_max_length: int):
+                 passage_max_length: int, fresh_head: bool = False):
         super().__init__()
+        self.fresh_head = fresh_head  # the MLM head was newly initialised (a bare encoder): train it before use
         positions = getattr(mlm.config, "max_position_embeddings", None)
         for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 3:
@@ -88,7 +90,7 @@ class Splade(torch.nn.Module):
         try:
             tokenizer = load_tokenizer(path)
             with quiet_transformers():
-                mlm = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32)
+                mlm, info = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
         except OSError as error:
             raise unavailable(name_or_path, error) from error
         except ValueError as error:
@@ -96,7 +98,8 @@ class Splade(torch.nn.Module):
                 from None
         settings = choose_settings(given, saved, DEFAULTS, getattr(mlm.config, "max_position_embeddings", None),
                                    tuple(DEFAULTS))
-        return cls(mlm, tokenizer, settings["query_max_length"], settings["passage_max_length"]).eval()
+        return cls(mlm, tokenizer, settings["query_max_length"], settings["passage_max_length"],
+                   bool(missing_head_weights(mlm, info))).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the MLM, tokenizer and ``ance_ir_splade.json``, replacing ``directory`` as a whole."""

@@ -201,7 +201,11 @@ def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: tor
     if args.pooling or args.normalize is not None:
         raise ValueError(f"{args.index}: an impact index; --pooling and --normalize are dense settings")
     meta = read_meta(args.index)
-    model = load_model(args.encoder or meta["encoder"], meta["kind"], **meta["encoder_config"])
+    name = args.encoder or meta["encoder"]
+    model = load_model(name, meta["kind"], **meta["encoder_config"])
+    if model.fresh_head:
+        raise ValueError(f"{name}: has no trained {model.kind} head (a bare encoder); search with the model that "
+                         "encoded the index")
     return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
                                                                threads=args.threads)
 

@@ -155,6 +155,8 @@ CASES = {
                                     "{F}/topics_empty_query.tsv:2", "query 'q2' has no text"),
     "bm25-search-space-in-qid": Case("bm25", BM25_SEARCH.replace("{W}/topics.tsv", "{F}/topics_space_id.tsv"),
                                      "{F}/topics_space_id.tsv:2", "query id 'q 2' contains whitespace"),
+    "bm25-search-output-ends-with-a-slash": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{T}/new/"),
+                                                 "{T}/new/", "ends with '/', a folder"),
     "bm25-search-output-is-a-folder": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{T}/out"), "{T}/out",
                                            "is a folder", {"out": None}),
     # encode
