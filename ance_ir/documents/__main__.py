@@ -67,6 +67,10 @@ def _derive(args: argparse.Namespace) -> None:
     _check_split_ids((segment.docid for segment in segments), args.delimiter, corpus)
     documents = documents_from_segments(segments, args.delimiter)
     qrels = {name: document_qrels(resolve_qrels(name), args.delimiter) for name in args.qrels}
+    ids = {document.docid for document in documents}
+    for name, judged in qrels.items():
+        if not any(docid in ids for docs in judged.values() for docid in docs):
+            raise InputError(name, f"judges none of the documents of {args.corpus}'s segments")
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     write_corpus(documents, output / "corpus.jsonl")

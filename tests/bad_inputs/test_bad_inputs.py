@@ -459,6 +459,9 @@ CASES = {
     "documents-derive-qrels-to-one-file": Case("documents", "derive --corpus {T}/seg.jsonl --qrels {W}/qrels.txt "
                                                "{F}/qrels.txt --output {T}/d", "",
                                                "two of them would both be written to qrels.qrels.txt", SEGMENTS),
+    "documents-derive-qrels-of-another-corpus": Case("documents", "derive --corpus {T}/seg.jsonl --qrels "
+                                                     "{W}/qrels.txt --output {T}/d", "{W}/qrels.txt",
+                                                     "judges none of the documents", SEGMENTS),
     "documents-derive-output-is-a-file": Case("documents", "derive --corpus {T}/seg.jsonl --output {T}/d", "{T}/d",
                                               "exists and is not a folder", {**SEGMENTS, "d": "a file"}),
     "documents-empty-delimiter": Case("documents", POOL + " --delimiter=", "",
