@@ -103,6 +103,31 @@ def test_ctrl_c_while_indexing_says_what_is_kept(toy_collection, toy_index, tmp_
     assert not list(toy_index.parent.glob(".*"))  # no temporaries left beside it
 
 
+#: the closing counts of Anserini's indexer log (numbers with the JVM locale's thousands separator)
+ANSERINI_COUNTS = """00:39:25,002 INFO  [main] index.AbstractIndexer (AbstractIndexer.java:294) - indexed:  {indexed}
+00:39:25,002 INFO  [main] index.AbstractIndexer (AbstractIndexer.java:296) - empty:  {empty}
+00:39:25,003 INFO  [main] index.AbstractIndexer (AbstractIndexer.java:297) - skipped:  0
+"""
+
+
+@pytest.mark.parametrize(("indexed", "empty", "passages", "refused"), [
+    ("12,345", "5", 12350, False), ("12.345", "0", 12345, False), ("1,000", "0", 2000, True), ("2", "1", 4, True),
+])
+def test_lucene_leaving_passages_out_is_refused(indexed, empty, passages, refused, capsys):
+    from ance_ir.bm25.index import check_all_indexed
+    from ance_ir.data import InputError
+
+    log = ANSERINI_COUNTS.format(indexed=indexed, empty=empty)
+    if refused:
+        with pytest.raises(InputError, match=rf"c.jsonl: Lucene indexed {indexed.replace(',', '')} of its "
+                                             rf"{passages} passages \({empty} without text\)"):
+            check_all_indexed("c.jsonl", passages, log)
+    else:
+        check_all_indexed("c.jsonl", passages, log)
+    check_all_indexed("c.jsonl", passages, "no counts here")
+    assert "note: Anserini's log gives no count" in capsys.readouterr().err
+
+
 def test_search_rejects_non_index(tmp_path, toy_collection):
     with pytest.raises(Exception, match="not a Lucene index"):
         BM25Searcher(tmp_path)

@@ -81,6 +81,15 @@ def test_lengths_of_a_bare_backbone_stay_within_its_positions(tmp_path):
         DenseEncoder.from_pretrained(short, passage_max_length=100)
 
 
+def test_a_saved_length_above_the_positions_is_cut_with_a_note(tmp_path, capsys):
+    saved = tmp_path / "saved"
+    DenseEncoder.from_pretrained(make_tiny_bert(tmp_path / "bert64")).save_pretrained(saved)
+    record = json.loads((saved / CONFIG_NAME).read_text())
+    (saved / CONFIG_NAME).write_text(json.dumps({**record, "passage_max_length": 256}))  # as saved before the check
+    assert DenseEncoder.from_pretrained(saved).config.passage_max_length == 64
+    assert "its passage_max_length 256 exceeds the model's 64 positions; 64 is used" in capsys.readouterr().err
+
+
 def test_save_and_reload_is_bit_identical(tiny_bert_dir, tmp_path):
     model = DenseEncoder.from_pretrained(tiny_bert_dir, pooling="mean", head=True, head_dim=8, normalize=True,
                                          query_prefix="the ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -193,6 +194,12 @@ def test_bad_inputs_are_refused(model, index, toy_bert, tmp_path, capsys):
     assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
                             "--output", str(run), "--encoder", str(toy_bert), capsys=capsys),
                    "has no trained splade head (a bare encoder)", run)
+    odd = tmp_path / "odd"  # a meta.json whose encoder settings are not a JSON object
+    shutil.copytree(index, odd)
+    (odd / "meta.json").write_text(json.dumps({**json.loads((index / "meta.json").read_text()), "encoder_config": "x"}))
+    assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(odd),
+                            "--output", str(run), capsys=capsys),
+                   "meta.json: encoder_config must be a JSON object of the encoder's settings, got 'x'", run)
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "meta.json").write_text('{"index": "impact"}')

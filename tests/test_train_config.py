@@ -65,6 +65,11 @@ def test_file_errors_name_file_and_line(tmp_path, text, line, message):
     assert str(error.value).startswith(f"{path}:{line}: ")
 
 
+def test_a_section_with_every_setting_commented_out_sets_nothing(tmp_path):
+    empty = build_config(_file(tmp_path, REQUIRED + "optim:\n  # lr: 2.0e-5\n"), {})
+    assert empty == build_config(_file(tmp_path, REQUIRED), {})
+
+
 def test_a_file_takes_qualified_names_as_set_writes_them(tmp_path):
     dotted = build_config(_file(tmp_path, REQUIRED + "task.batch_size: 8\noptim.lr: 2.0e-5\n"), {})
     nested = build_config(_file(tmp_path, REQUIRED + "task: {batch_size: 8}\noptim: {lr: 2.0e-5}\n"), {})

@@ -41,12 +41,15 @@ def test_mined_groups_train_like_bm25_negatives(toy, lucene, tmp_path):
                                                   "groups": str(groups), "train_topics": None, "bm25_index": None}))
     assert_same_training(tmp_path / "groups", tmp_path / "bm25")
     mined_groups = read_groups(groups)  # the same groups in two files train the same
-    halves = tmp_path / "first.jsonl", tmp_path / "second.jsonl.gz"
+    # the second file inside the run folder, where an earlier attempt's leftovers are removed: a named file is kept
+    halves = tmp_path / "first.jsonl", tmp_path / "halves" / "negatives" / "second.jsonl.gz"
     write_groups(halves[0], mined_groups[:1])
     write_groups(halves[1], mined_groups[1:])
+    (tmp_path / "halves" / "log.jsonl").write_text('{"step": 7, "loss": 9.0}\n')
     train(toy_config(toy, tmp_path / "halves", **{**settings, "negatives": "groups", "data_source": "groups",
                                                   "groups": [str(h) for h in halves], "train_topics": None,
                                                   "bm25_index": None}))
+    assert halves[1].is_file()
     assert_same_training(tmp_path / "halves", tmp_path / "bm25")
 
 

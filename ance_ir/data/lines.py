@@ -62,6 +62,8 @@ def read_json_object(path: str | Path) -> dict:
         obj = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg})", e.lineno) from None
+    except RecursionError:
+        raise InputError(path, "not valid JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise InputError(path, "expected a JSON object")
     return obj

@@ -25,6 +25,7 @@ import numpy as np
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_json_object, read_text
 from ance_ir.index.faiss_index import build_index, describe_index, to_gpu
+from ance_ir.index.records import check_model_record
 
 INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
 # meta.json fields that merged indexes must agree on (a merged index inherits them and "corpus")
@@ -228,10 +229,7 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     for key, actual in (("dimension", index.d), ("count", index.ntotal)):
         if key in meta and meta[key] != actual:
             raise InputError(meta_path, f"says {key} {meta[key]} but {index_path} has {actual}")
-    for key, kind, what in (("encoder", str, "a string"), ("kind", str, "a string"),
-                            ("encoder_config", dict, "a JSON object of the encoder's settings")):
-        if key in meta and not isinstance(meta[key], kind):
-            raise InputError(meta_path, f"{key} must be {what}, got {meta[key]!r}")
+    check_model_record(meta_path, meta)
     per = meta.get("vectors_per_passage", 1)
     if not isinstance(per, int) or isinstance(per, bool) or per < 1 or index.ntotal % per:
         raise InputError(meta_path, f"vectors_per_passage {per!r} must be a positive integer dividing the "

@@ -18,6 +18,7 @@ from typing import Any
 
 from ance_ir.bm25.index import _die_with_parent
 from ance_ir.data import InputError
+from ance_ir.index.records import check_model_record
 
 META = "meta.json"
 COLLECTION = "collection"
@@ -100,6 +101,7 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     missing = [key for key in ("encoder", "kind", "encoder_config") if key not in meta]
     if missing:
         raise InputError(path, f"names no {missing[0]!r} (an impact index records its model)")
+    check_model_record(path, meta)
     return meta
 
 

@@ -35,6 +35,7 @@ import torch
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_text
 from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid, check_docid_lines, load_array
+from ance_ir.index.records import check_model_record
 
 INDEX_TYPE = "tokens"
 DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE = "doclens.npy", "centroids.npy", "codes.npy"
@@ -205,6 +206,7 @@ def load_token_index(folder: str | Path) -> TokenIndex:
     if not is_token_index(folder):
         raise InputError(meta_path, "not a token index (no meta.json with index_type: tokens)")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    check_model_record(meta_path, meta)
     compressed = meta.get("compression") is not None
     needed = (DOCID_FILE, DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE, RESIDUALS_FILE if compressed else VECTORS_FILE)
     for name in needed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -172,7 +173,8 @@ class DenseEncoder(torch.nn.Module):
         """Load from a saved DenseEncoder dir, a plain Hugging Face model dir, an alias or a hub id.
 
         A saved dir brings its own config; otherwise the alias defaults (if any) apply. ``config_overrides``
-        (EncoderConfig fields) win over both. A head not found on disk is freshly initialised.
+        (EncoderConfig fields) win over both. A head not found on disk is freshly initialised. Lengths not given
+        are cut to the backbone's positions; a given one above them is a ValueError.
         """
         _, towers, tokenizer, config = cls._load_parts(name_or_path, **config_overrides)
         return cls(towers, tokenizer, config).eval()
@@ -195,10 +197,13 @@ class DenseEncoder(torch.nn.Module):
             towers = {side: Tower.load(Path(path) / side if split else path, config) for side in sides}
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        if not saved:  # a bare backbone: the default lengths at most its positions
-            config = config.replace(**{name: min(getattr(config, name), positions)
-                                       for name, positions in _length_limits(towers).items()
-                                       if positions and name not in config_overrides})
+        for name, positions in _length_limits(towers).items():  # lengths not given: at most the positions
+            value = getattr(config, name)
+            if positions and value > positions and name not in config_overrides:
+                if saved:  # recorded before lengths were checked: it could only fail on a long text
+                    print(f"note: {path}: its {name} {value} exceeds the model's {positions} positions; "
+                          f"{positions} is used", file=sys.stderr)
+                config = config.replace(**{name: positions})
         return Path(path), towers, tokenizer, config
 
     def save_pretrained(self, directory: str | Path) -> None:

@@ -203,7 +203,7 @@ def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: tor
     meta = read_meta(args.index)
     name = args.encoder or meta["encoder"]
     model = load_model(name, meta["kind"], **meta["encoder_config"])
-    if model.fresh_head:
+    if getattr(model, "fresh_head", False):
         raise ValueError(f"{name}: has no trained {model.kind} head (a bare encoder); search with the model that "
                          "encoded the index")
     return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,

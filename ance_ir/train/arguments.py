@@ -197,8 +197,8 @@ def _unknown(key: str, candidates: list[str]) -> str:
 
 def _place(key: str, value: Any) -> list[tuple[str, Any]]:
     """A file's top-level entry as (qualified name, value) pairs; KeyError(message) when unknown."""
-    if key in SECTIONS and isinstance(value, dict):
-        return [(f"{key}.{k}", v) for k, v in value.items()]
+    if key in SECTIONS and isinstance(value, dict | None):  # ``optim:`` with every setting commented out: none
+        return [(f"{key}.{k}", v) for k, v in (value or {}).items()]
     if key in section_fields(RunSection):
         return [(key, value)]
     if key in LEGACY:

@@ -201,8 +201,8 @@ class Trainer:
         groups file kept in the folder). Its own BM25 index stays, rebuilt when the corpus is newer."""
         self.run.root.mkdir(parents=True, exist_ok=True)
         if start is None:
-            named = [Path(v).resolve() for v in self.config.flat().values() if isinstance(v, str) and v
-                     and Path(v).exists()]
+            values = [x for v in self.config.flat().values() for x in (v if isinstance(v, list) else [v])]
+            named = [Path(v).resolve() for v in values if isinstance(v, str) and v and Path(v).exists()]
             stale = [p for p in (self.run.log, self.run.negatives, self.run.refresh, self.run.final,
                                  self.run.inferencer_status, self.run.inferencer_stop, self.run.inferencer_log,
                                  self.run.checkpoints)
