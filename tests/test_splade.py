@@ -140,12 +140,14 @@ def test_collection_is_pyserini_format_and_indexed(index):
     ('{"id": "d", "contents": "x", "vector": {"a b": 1}}', "holds whitespace"),
     ('{"id": "d", "contents": "x", "vector": {"a": 1.5}}', "must be a positive integer"),
     ('{"id": "d", "contents": "x", "vector": {"a": 0}}', "must be a positive integer"),
+    (b'{"id": "d", "contents": "caf\xe9", "vector": {"a": 1}}', "not UTF-8 text .invalid continuation byte at byte 29"),
 ])
 def test_bad_vector_collection_lines(tmp_path, line, message):
     from ance_ir.data import InputError
 
     path = tmp_path / "c.jsonl"
-    path.write_text('{"id": "ok", "contents": "", "vector": {"a": 2}}\n' + line + "\n")
+    path.write_bytes(b'{"id": "ok", "contents": "", "vector": {"a": 2}}\n'
+                     + (line if isinstance(line, bytes) else line.encode()) + b"\n")
     with pytest.raises(InputError, match=f"{path}:2: .*{message}"):
         check_vector_collection([path])
 

@@ -14,6 +14,19 @@ from ance_ir.data.errors import InputError, require_file
 BOM = "\ufeff"
 
 
+def not_utf8(path: str | Path, error: UnicodeDecodeError, lineno: int, column: int) -> InputError:
+    """The error for a byte that is not UTF-8 at byte ``column`` (from 1) of line ``lineno``."""
+    return InputError(path, f"not UTF-8 text ({error.reason} at byte {column} of the line)", lineno)
+
+
+def decode_line(path: str | Path, lineno: int, raw: bytes) -> str:
+    """One line's bytes as text; :func:`not_utf8`'s error for a byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise not_utf8(path, e, lineno, e.start + 1) from None
+
+
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` for the non-blank lines of a text file, line ends stripped.
 
@@ -29,11 +42,7 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     try:
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e:
-                    raise InputError(path, f"not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)",
-                                     lineno) from None
+                line = decode_line(path, lineno, raw).rstrip("\r\n")
                 if lineno == 1:
                     line = line.removeprefix(BOM)
                 if line.strip():
@@ -51,8 +60,7 @@ def read_text(path: str | Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line, column = raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)
-        raise InputError(path, f"not UTF-8 text ({e.reason} at byte {column} of the line)", line) from None
+        raise not_utf8(path, e, raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)) from None
 
 
 def read_json_object(path: str | Path) -> dict:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ance_ir.bm25.index import _die_with_parent
 from ance_ir.data import InputError
+from ance_ir.data.lines import decode_line
 from ance_ir.index.records import check_model_record
 
 META = "meta.json"
@@ -38,10 +39,7 @@ def check_vector_collection(files: Iterable[Path]) -> int:
         with open(path, "rb") as f:
             for number, raw in enumerate(f, 1):
                 try:
-                    doc = json.loads(raw.decode("utf-8"))
-                except UnicodeDecodeError as e:
-                    raise InputError(path, f"not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)",
-                                     number) from None
+                    doc = json.loads(decode_line(path, number, raw))
                 except json.JSONDecodeError as e:
                     raise InputError(path, f"not JSON ({e.msg})", number) from None
                 if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
