@@ -308,6 +308,28 @@ def test_resume_refuses_a_different_config(straight_run, toy):
         train(toy_config(toy, straight_run.parent / "empty"), resume=True)
 
 
+def test_a_resume_refuses_input_files_changed_since_the_run_started(toy, tmp_path):
+    import shutil
+
+    from ance_ir.data import InputError
+
+    qrels = tmp_path / "qrels.txt"
+    shutil.copyfile(toy / "qrels.txt", qrels)
+    output = tmp_path / "run"
+    settings = {"train_qrels": str(qrels), "negatives": "random", "refresh_every": 0, "eval_topics": None,
+                "eval_qrels": None, "max_steps": 4}
+    train(toy_config(toy, output, stop_at=2, **settings))
+    recorded = json.loads((output / "inputs.json").read_text())
+    assert set(recorded) == {str(toy / "corpus.jsonl"), str(toy / "topics.tsv"), str(qrels)}  # not the model folder
+    original = qrels.read_text()
+    qrels.write_text(original.replace(" 1\n", " 2\n", 1))  # one judgment regraded in place
+    with pytest.raises(InputError, match=f"{qrels}: changed since this run started"):
+        train(toy_config(toy, output, **settings))
+    qrels.write_text(original)
+    assert train(toy_config(toy, output, **settings)).name == "step-00000004"
+    assert events(output, "resume")[0]["step"] == 2
+
+
 def _write_config(path: Path, settings: dict) -> Path:
     path.write_text(yaml.safe_dump(settings))
     return path

@@ -21,6 +21,11 @@ class RunDir:
         return self.root / "config.json"
 
     @property
+    def inputs(self) -> Path:
+        """The sha256 of each input file the settings name (``inputs.json``, :mod:`ance_ir.train.inputs`)."""
+        return self.root / "inputs.json"
+
+    @property
     def log(self) -> Path:
         """Training records and events, one JSON object a line."""
         return self.root / "log.jsonl"

@@ -45,6 +45,7 @@ from ance_ir.train.checkpoint import (
 )
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.distributed import Distributed
+from ance_ir.train.inputs import check_inputs, named_paths, record_inputs
 from ance_ir.train.layout import RunDir
 from ance_ir.train.model_card import write_model_card
 from ance_ir.train.modeling import GROUPS, grad_norm, layer_groups
@@ -195,14 +196,14 @@ class Trainer:
         return saved
 
     def _prepare_output(self, start: Path | None) -> None:
-        """Rank 0: write or check ``config.json``; clean up after a killed run. A new run in a folder without a
+        """Rank 0: write or check ``config.json`` and ``inputs.json`` (the input files' fingerprints: a resume reads
+        the same data); clean up after a killed run. A new run in a folder without a
         checkpoint first removes what an earlier attempt there made (its log, negatives, refresh records, final
         model), which it would otherwise append to or reuse, except a path a setting names (a start model or
         groups file kept in the folder). Its own BM25 index stays, rebuilt when the corpus is newer."""
         self.run.root.mkdir(parents=True, exist_ok=True)
         if start is None:
-            values = [x for v in self.config.flat().values() for x in (v if isinstance(v, list) else [v])]
-            named = [Path(v).resolve() for v in values if isinstance(v, str) and v and Path(v).exists()]
+            named = [p.resolve() for p in named_paths(self.config)]
             stale = [p for p in (self.run.log, self.run.negatives, self.run.refresh, self.run.final,
                                  self.run.inferencer_status, self.run.inferencer_stop, self.run.inferencer_log,
                                  self.run.checkpoints)
@@ -213,8 +214,13 @@ class Trainer:
                 _say(f"{self.run.root}: no checkpoint to resume from; removed what an earlier attempt left: "
                      + ", ".join(p.name for p in stale))
             self.config.save(self.run.config)
+            record_inputs(self.config, self.run.inputs)
             return
         changed = check_resumable(self._saved_config(), self.config, self.run.config)
+        if self.run.inputs.is_file():
+            check_inputs(self.config, self.run.inputs)
+        else:  # a run started before inputs were recorded: from now on
+            record_inputs(self.config, self.run.inputs)
         if changed:
             _say(f"resuming with new {', '.join(changed)}")
             self.config.save(self.run.config)
