@@ -254,6 +254,12 @@ def test_a_resumed_dense_retrieval_refuses_a_query_encoder_trained_again_in_plac
     model.save_pretrained(encoder)  # the same folder, other weights
     with pytest.raises(InputError, match="holds an unfinished retrieval with a different weights_sha256"):
         main(args)
+    index = tmp_path / "index"  # an index encoded again in place (its meta.json records other weights)
+    shutil.copytree(dense_index, index)
+    before = DenseSource(index, encoder=str(encoder), threads=1).resume_record()["index_meta_sha256"]
+    meta = json.loads((index / "meta.json").read_text())
+    (index / "meta.json").write_text(json.dumps({**meta, "weights_sha256": "0" * 64}))
+    assert DenseSource(index, encoder=str(encoder), threads=1).resume_record()["index_meta_sha256"] != before
 
 
 def test_cli_dense_source_with_text_and_skip(dense_index, broad, tmp_path):
@@ -430,6 +436,31 @@ def test_cli_pseudo_positives(toy_collection, toy_run, tmp_path):
         refused = tmp_path / "refused.jsonl"
         result = cli(*common, *args, "--output", str(refused))
         assert result.returncode == 2 and message in result.stderr and not refused.exists()
+
+
+def test_a_resumed_bm25_retrieval_refuses_an_index_built_again_in_place(broad, tmp_path, monkeypatch):
+    import ance_ir.negatives.resume as resume
+    from ance_ir.bm25 import build_lucene_index
+
+    monkeypatch.setattr(resume, "QUERY_CHUNK", 1)
+    original = BM25Source.retrieve
+
+    def spy(self, queries, depth):  # Ctrl-C at the second chunk
+        if spy.calls == 1:
+            raise KeyboardInterrupt
+        spy.calls += 1
+        return original(self, queries, depth)
+
+    spy.calls = 0
+    monkeypatch.setattr(BM25Source, "retrieve", spy)
+    index = build_lucene_index(broad["corpus"], tmp_path / "index")
+    args = ["--topics", str(broad["topics"]), "--qrels", str(broad["qrels"]), "--corpus", str(broad["corpus"]),
+            "--source", "bm25", "--index", str(index), "--quiet", "--output", str(tmp_path / "groups.jsonl")]
+    with pytest.raises(KeyboardInterrupt, match="interrupted: 1 of 3 queries retrieved are kept"):
+        main(args)
+    build_lucene_index(broad["corpus"], index)  # the same corpus, indexed again: another commit of the index
+    with pytest.raises(InputError, match="holds an unfinished retrieval with a different index_commit"):
+        main(args)
 
 
 def test_cli_interrupted_retrieval_resumes_from_kept_chunks(lucene, broad, tmp_path, monkeypatch):

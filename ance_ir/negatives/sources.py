@@ -64,6 +64,13 @@ class BM25Source(CandidateSource):
             raise InputError(index, f"not a Lucene index (no segments file); {BM25_INDEX_HINT}")
         self.index, self.k1, self.b, self.threads = Path(index), k1, b, threads
 
+    def resume_record(self) -> dict[str, Any]:
+        from ance_ir.data import sha256_file
+
+        # the index rebuilt in place: Lucene's newest commit point (segments_N) is a new file, with a new commit id
+        commit = max(self.index.glob("segments_*"), key=lambda p: int(p.name.split("_")[1], 36))
+        return {"index_commit": f"{commit.name} {sha256_file(commit)}"}
+
     def retrieve(self, queries: Mapping[str, str], depth: int) -> dict[str, list[tuple[str, float]]]:
         from ance_ir.bm25 import BM25Searcher
 
@@ -112,9 +119,12 @@ class DenseSource(CandidateSource):
         return self.searcher.search(dict(queries), hits=depth, batch_size=self.batch_size)
 
     def resume_record(self) -> dict[str, Any]:
+        from ance_ir.data import sha256_file
         from ance_ir.modeling.inference import weights_sha256
 
-        return {"weights_sha256": weights_sha256(self.searcher.encoder)}  # the query encoder trained again in place
+        meta = self.searcher.index.folder / "meta.json"  # the index encoded again in place: its corpus, weights
+        return {"weights_sha256": weights_sha256(self.searcher.encoder),  # the query encoder trained again in place
+                "index_meta_sha256": sha256_file(meta) if meta.is_file() else None}
 
 
 @register_source
