@@ -111,6 +111,28 @@ def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, 
     np.testing.assert_array_equal(vectors_of(out), vectors_of(tmp_path / "uninterrupted"))
 
 
+def test_interrupted_while_building_the_index_keeps_every_chunk(tmp_path, toy_collection, tiny_bert_dir,
+                                                                count_encoded, monkeypatch):
+    import ance_ir.encode.corpus_encoder as corpus_encoder
+
+    calls, _ = count_encoded
+    corpus, out, partial = toy_collection["corpus"], tmp_path / "toy", tmp_path / "toy.partial"
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(corpus_encoder, "build_index", interrupted)  # Ctrl-C inside faiss, after the last chunk
+        kept = (f"interrupted while building the flat index: every chunk is finished and kept in {partial}; rerun "
+                "the same command to go on from them")
+        with pytest.raises(KeyboardInterrupt, match=re.escape(kept)):
+            encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
+    assert not out.exists() and (partial / "chunk-00001.npy").is_file()
+    calls.clear()
+    encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
+    assert calls == [] and load_dense_index(out).docids == DOCIDS  # nothing encoded again
+
+
 def test_resume_refuses_a_different_job(tmp_path, toy_collection, tiny_bert_dir, count_encoded, capsys):
     import torch
     from transformers import BertModel

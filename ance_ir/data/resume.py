@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
@@ -93,6 +94,19 @@ class ChunkedJob(Generic[T, R]):
             kept = (f"{self.done} of {self.total} {self.unit} {self.verb} are kept in {self.work}; rerun the same "
                     "command to resume" if self.done else f"no chunk of the {self.total} {self.unit} was finished")
             raise type(error)(f"interrupted: {kept}") from None
+
+
+@contextmanager
+def kept_on_interrupt(work: Path, phase: str) -> Iterator[None]:
+    """The phase after a chunked job's chunks (``phase``: building the index from them): a Ctrl-C or SIGTERM there
+    says that the finished chunks are kept in ``work`` and that a rerun goes on from them."""
+    try:
+        yield
+    except KeyboardInterrupt as error:
+        if str(error):  # already says what it left
+            raise
+        raise type(error)(f"interrupted while {phase}: every chunk is finished and kept in {work}; rerun the same "
+                          "command to go on from them") from None
 
 
 def _record_job(work: Path, job: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -194,13 +194,14 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
                                                                          show_progress=show_progress)
                                                  .reshape(-1, encoder.dim), None),
                                   f"encode {output.name}", show_progress, per=per)
-    vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
     meta = {**{k: job[k] for k in ("encoder", "weights_sha256", "kind", "encoder_config", "corpus", "corpus_sha256",
                                    "precision")},
             "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,
             "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
                       "stop": positions.stop} if shard else None}
-    dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,
-                              vectors=vectors if shard else None, vectors_per_passage=per)
+    with kept_on_interrupt(work, f"building the {index_type} index"):
+        vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
+        dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,
+                                  vectors=vectors if shard else None, vectors_per_passage=per)
     shutil.rmtree(work)
     return dense

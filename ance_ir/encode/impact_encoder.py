@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock
-from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_job
 from ance_ir.index.impact import (
     COLLECTION,
@@ -71,7 +71,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         files = sorted(parts.glob("part-*.jsonl"))
         documents = check_vector_collection(files)
         postings = sum(len(json.loads(line)["vector"]) for p in files for line in p.open(encoding="utf-8"))
-        with atomic_directory(output) as tmp:
+        with kept_on_interrupt(work, "building the impact index"), atomic_directory(output) as tmp:
             build_lucene_impact_index(parts, tmp / LUCENE, threads)
             shutil.copytree(parts, tmp / COLLECTION)
             meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "scale",

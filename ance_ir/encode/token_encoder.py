@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ance_ir.data import output_lock
-from ance_ir.data.resume import open_work, work_folder
+from ance_ir.data.resume import kept_on_interrupt, open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_chunks, encode_job
 from ance_ir.index.token_index import (
     TokenIndex,
@@ -61,10 +61,11 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
             raise ValueError(f"--centroids {count}: more than the corpus's {len(vectors)} token vectors (they are "
                              f"kept in {work}: rerun with --centroids at most {len(vectors)} to index them)")
         print(f"k-means: {count} centroids over {len(vectors)} token vectors", file=sys.stderr)
-        centers = train_centroids(vectors, count, seed)
         meta = {k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")}
         meta["compression"] = None
-        index = write_token_index(output, docids, doclens, centers, assign_centroids(vectors, centers), meta,
-                                  vectors=vectors)
+        with kept_on_interrupt(work, "building the token index"):
+            centers = train_centroids(vectors, count, seed)
+            index = write_token_index(output, docids, doclens, centers, assign_centroids(vectors, centers), meta,
+                                      vectors=vectors)
         shutil.rmtree(work)
         return index
