@@ -97,6 +97,23 @@ def test_a_rerun_with_other_settings_is_refused(toy, models, tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def test_a_rerun_with_an_input_changed_in_place_is_refused(toy, models, tmp_path, capsys):
+    import shutil
+
+    corpus, out = tmp_path / "corpus.jsonl", tmp_path / "gpl"
+    shutil.copyfile(toy / "corpus.jsonl", corpus)
+    args = ["--corpus", str(corpus), "--generator", str(models / "generator"), "--retriever", str(models / "index"),
+            "--cross-encoder", str(models / "cross-encoder"), "--output", str(out), "--queries-per-passage", "2",
+            "--depth", "3", "--max-steps", "3"]
+    assert run_main(gpl_main, *args, capsys=capsys)[0] == 0
+    recorded = json.loads((out / "gpl.json").read_text())["inputs"]
+    assert set(recorded) == {"corpus", "train_config", "generator", "cross_encoder", "model", "retriever"}
+    assert all(recorded.values())  # files and folders all: no name left unhashed here
+    corpus.write_text(corpus.read_text().replace("cat", "dog", 1))  # the corpus edited after stage 1 ran
+    code, err = run_main(gpl_main, *args, capsys=capsys)
+    assert code == 2 and f"this folder was made with other settings (inputs.corpus: '{recorded['corpus']}', now" in err
+
+
 def test_max_queries_pairs_mines_and_labels_that_many_drawn_queries(toy, models, tmp_path, capsys):
     out = tmp_path / "gpl"
     code, err = run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),

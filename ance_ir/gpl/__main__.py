@@ -21,8 +21,9 @@ Stages, each skipped when its output exists (rerun the command to resume after a
    ``negatives.depth`` to ``--depth``, so that every labelled negative can be drawn; starting from ``--model``, a
    dense model, default the retriever's encoder).
 
-``OUTPUT/gpl.json`` records the settings of the first run; a rerun with other settings is refused (a new
-``--output`` starts afresh). ``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run
+``OUTPUT/gpl.json`` records the settings of the first run and what its inputs hold (the sha256 of the corpus file,
+the training config, each model's weights, the retriever index's ``meta.json``); a rerun with other settings, or
+with an input changed in place, is refused (a new ``--output`` starts afresh). ``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run
 (``bench/gpl_pipeline.py`` reports it).
 """
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cross_encoder": args.cross_encoder, "model": start, "train_config": args.train_config,
                 "queries_per_passage": args.queries_per_passage, "max_queries": args.max_queries, "depth": args.depth,
                 "max_steps": args.max_steps,
-                "seed": args.seed}
+                "seed": args.seed, "inputs": _input_fingerprints(args, start)}
     _check_settings(out / "gpl.json", settings)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -111,10 +112,42 @@ def _check_settings(recorded: Path, settings: dict[str, object]) -> None:
         before = json.loads(recorded.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(recorded, f"unreadable GPL settings ({e})") from None
-    changed = [k for k in settings if before.get(k) != settings[k]]
+    if "inputs" not in before:  # made before inputs were recorded
+        settings = {k: v for k, v in settings.items() if k != "inputs"}
+    flat_before, flat_now = _flat(before), _flat(settings)
+    changed = [k for k in flat_now if flat_before.get(k) != flat_now[k]]
     if changed:
         raise InputError(recorded, "this folder was made with other settings (" + ", ".join(
-            f"{k}: {before.get(k)!r}, now {settings[k]!r}" for k in changed) + "); rerun them or use a new --output")
+            f"{k}: {flat_before.get(k)!r}, now {flat_now[k]!r}" for k in changed) + "); rerun them or use a new "
+            "--output")
+
+
+def _flat(settings: dict[str, object]) -> dict[str, object]:
+    """``settings`` with the ``inputs`` fingerprints as ``inputs.NAME`` keys."""
+    inputs = settings.get("inputs")
+    return {**{k: v for k, v in settings.items() if k != "inputs"},
+            **{f"inputs.{k}": v for k, v in (inputs.items() if isinstance(inputs, dict) else ())}}
+
+
+def _input_fingerprints(args: argparse.Namespace, start: str) -> dict[str, str | None]:
+    """What each input holds, so that a rerun, which skips the stages whose files exist, reads the same inputs: the
+    sha256 of a file (the corpus, the training config), of a model folder's weights (generator, cross-encoder, the
+    model trained) and of the retriever index's ``meta.json``; None for a name (a dataset, an alias not on disk)."""
+    from ance_ir.data import sha256_file
+    from ance_ir.data.checksum import sha256_json
+    from ance_ir.datasets import resolve_corpus
+    from ance_ir.modeling.resolve import resolve_model_path
+
+    def weights(name: str) -> str | None:
+        folder = Path(resolve_model_path(name))
+        files = sorted(folder.rglob("*.safetensors")) if folder.is_dir() else []
+        return sha256_json([[str(f.relative_to(folder)), sha256_file(f)] for f in files]) if files else None
+
+    corpus = Path(resolve_corpus(args.corpus))
+    meta = Path(args.retriever) / "meta.json"
+    return {"corpus": sha256_file(corpus) if corpus.is_file() else None, "train_config": sha256_file(args.train_config),
+            "generator": weights(args.generator), "cross_encoder": weights(args.cross_encoder),
+            "model": weights(start), "retriever": sha256_file(meta) if meta.is_file() else None}
 
 
 def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
