@@ -23,8 +23,8 @@ Stages, each skipped when its output exists (rerun the command to resume after a
 
 ``OUTPUT/gpl.json`` records the settings of the first run and what its inputs hold (the sha256 of the corpus file,
 the training config, each model's weights, the retriever index's ``meta.json``); a rerun with other settings, or
-with an input changed in place, is refused (a new ``--output`` starts afresh). ``OUTPUT/timings.json`` keeps each stage's wall time in seconds, as last run
-(``bench/gpl_pipeline.py`` reports it).
+with an input changed in place, is refused (a new ``--output`` starts afresh). ``OUTPUT/timings.json`` keeps each
+stage's wall time in seconds, as last run (``bench/gpl_pipeline.py`` reports it).
 """
 
 from __future__ import annotations
