@@ -32,6 +32,18 @@ def test_search_writes_run_and_uses_meta_encoder(toy_dense_index, toy_collection
     assert "ndcg@10" in capsys.readouterr().out
 
 
+def test_a_search_of_more_than_one_batch_shows_a_bar_unless_quiet(toy_dense_index, toy_collection, tmp_path,
+                                                                   capsys):
+    args = ["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index), "--hits", "5"]
+    assert search_main([*args, "--output", str(tmp_path / "one.trec")]) == 0  # 3 queries, one batch: no bar
+    assert "search:" not in capsys.readouterr().err
+    assert search_main([*args, "--output", str(tmp_path / "three.trec"), "--batch-size", "1"]) == 0
+    assert "search: 100%" in capsys.readouterr().err and read_run(tmp_path / "three.trec") == read_run(
+        tmp_path / "one.trec")
+    assert search_main([*args, "--output", str(tmp_path / "quiet.trec"), "--batch-size", "1", "--quiet"]) == 0
+    assert "search:" not in capsys.readouterr().err
+
+
 def test_ef_search_sets_an_hnsw_index_and_is_refused_for_a_flat_one(toy_dense_index, toy_collection, tiny_bert_dir,
                                                                     tmp_path, capsys):
     from ance_ir.encode.__main__ import main as encode_main

@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (a dense or BM25 search shows one "
+                                                             "when its queries take more than one batch)")
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_output(args.output)
@@ -137,14 +139,15 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
         overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
         encoder = encoder_for_index(index, args.encoder, **overrides)
-        run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size)
+        run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
+                                                              progress=not args.quiet)
 
     if args.bm25_index:
         from ance_ir.bm25 import BM25Searcher
 
         bm25 = BM25Searcher(args.bm25_index)
         _check_same_corpus(bm25, args.bm25_index, args.index, run)
-        sparse = bm25.search(topics, hits=args.hits, threads=args.threads)
+        sparse = bm25.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)
         if args.fusion == "interpolation":
             run = interpolate(sparse, run, args.alpha, 1 - args.alpha, depth=args.hits, k=args.hits)
         else:

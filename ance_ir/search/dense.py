@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from ance_ir.data import InputError, Run, Topics
 from ance_ir.index import DenseIndex
 from ance_ir.modeling import DenseEncoder
@@ -89,12 +91,15 @@ class DenseSearcher:
                              f"index {index.folder} holds {index.dim}")
         self.index, self.encoder = index, encoder
 
-    def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64) -> Run:
-        """Top ``hits`` passages for every query, best first."""
+    def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64, progress: bool = False) -> Run:
+        """Top ``hits`` passages for every query, best first; ``progress`` shows a bar on stderr for the searches
+        (and, on a terminal, one for the query encoding) when there is more than one batch."""
         qids = list(topics)
-        vectors = self.encoder.encode_queries([topics[q] for q in qids], batch_size=batch_size)
+        shown = progress and len(qids) > batch_size
+        vectors = self.encoder.encode_queries([topics[q] for q in qids], batch_size=batch_size, show_progress=shown)
         run: Run = {}
-        for start in range(0, len(qids), batch_size):
+        for start in tqdm(range(0, len(qids), batch_size), desc="search", unit="batch", disable=not shown,
+                          file=sys.stderr):
             scores, docids = self.index.search(vectors[start:start + batch_size], hits)
             for qid, row_scores, row_docids in zip(qids[start:start + batch_size], scores, docids, strict=True):
                 run[qid] = [(d, float(s)) for d, s in zip(row_docids, row_scores, strict=False)]
