@@ -20,8 +20,8 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2)
 
     The corpus is validated and normalised first (``contents`` = title + text, one JsonCollection file),
     so bad input fails with a file:line error before Java starts. The index is written to a temporary
-    folder and moved into place only when indexing succeeded, and held passages (InputError: see
-    :func:`check_all_indexed`). Raw documents are stored. The build holds
+    folder and moved into place only when indexing succeeded and Lucene kept every passage with text (else
+    InputError: :func:`check_all_indexed`). Raw documents are stored. The build holds
     a lock on ``output``; its corpus copy and index are temporaries beside it, and those a killed build
     left are removed by the next one.
     """
