@@ -42,7 +42,7 @@ def test_gpl_runs_every_stage_and_labels_with_the_cross_encoder(toy, toy_bert, m
     out = tmp_path / "gpl"
     code, err = gpl(toy, models, out, capsys)
     assert code == 0, err
-    assert all(f"gpl: {stage} -> " in err for stage in STAGES)
+    assert all(f"gpl: {stage} -> " in err for stage in STAGES) and "%|" in err  # the stages' progress bars
     timings = json.loads((out / "timings.json").read_text())
     assert list(timings) == list(STAGES) and all(seconds >= 0 for seconds in timings.values())
     made = {name: what for name, what, _ in stage_rows(out)}
@@ -119,8 +119,9 @@ def test_max_queries_pairs_mines_and_labels_that_many_drawn_queries(toy, models,
     code, err = run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),
                          "--retriever", str(models / "index"), "--cross-encoder", str(models / "cross-encoder"),
                          "--output", str(out), "--queries-per-passage", "2", "--max-queries", "5", "--depth", "2",
-                         "--max-steps", "2", capsys=capsys)
+                         "--max-steps", "2", "--quiet", capsys=capsys)
     assert code == 0, err
+    assert "%|" not in err  # --quiet: no stage draws a progress bar
     assert len((out / "qgen.qrels").read_text().splitlines()) == 5
     with gzip.open(out / "scored.jsonl.gz", "rt") as f:
         assert sum(1 for _ in f) == 5

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="pair, mine and label only this many generated queries, drawn with --seed (default: all)")
     parser.add_argument("--max-steps", type=positive_int, help="training steps (default: the config's)")
     parser.add_argument("--seed", type=int, default=42, help="sampling and training seed (default 42)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars in the stages")
     args = parser.parse_args(argv)
 
     encoder = _index_encoder(args.retriever)  # the inputs are checked before any work
@@ -162,9 +163,10 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     topics, qrels, groups = out / "qgen.tsv", out / "qgen.qrels", out / "qgen.jsonl"
     mined, scored, model = out / "negatives.jsonl.gz", out / "scored.jsonl.gz", out / "model"
     timings = out / "timings.json"
+    quiet = ["--quiet"] if args.quiet else []
     stage("generate", queries, expand, ["--corpus", args.corpus, "--generator", args.generator, "--n",
                                         str(args.queries_per_passage), "--seed", str(args.seed), "--output",
-                                        str(expanded)], timings)
+                                        str(expanded), *quiet], timings)
     stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option",
                                           f"queries={json.dumps(str(queries))}",
                                           "--output", str(groups), "--topics-out", str(topics), "--qrels-out",
@@ -172,14 +174,14 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
                                           *(["--sample", str(args.max_queries)] if args.max_queries else [])], timings)
     stage("mine", mined, negatives, ["--topics", str(topics), "--qrels", str(qrels), "--corpus", args.corpus,
                                      "--source", "dense", "--index", args.retriever, "--hits", str(args.depth + 1),
-                                     "--depth", str(args.depth), "--output", str(mined)], timings)
+                                     "--depth", str(args.depth), "--output", str(mined), *quiet], timings)
     stage("label", scored, rerank, ["--groups", str(mined), "--corpus", args.corpus, "--model",
-                                    args.cross_encoder, "--output", str(scored), "--quiet"], timings)
+                                    args.cross_encoder, "--output", str(scored), *quiet], timings)
     steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
                                             args.corpus, "--groups", str(scored), "--seed", str(args.seed),
                                             "--set", f"negatives.depth={args.depth}", "--output", str(model),
-                                            *steps], timings)
+                                            *steps, *(["--no-progress"] if args.quiet else [])], timings)
 
 
 def _check_inputs(args: argparse.Namespace, start: str) -> None:
