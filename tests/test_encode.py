@@ -96,6 +96,7 @@ def test_interrupted_run_resumes_from_finished_chunks(tmp_path, toy_collection, 
         encode(corpus, tiny_bert_dir, out, "--chunk-size", "3")
     assert not out.exists()
     assert sorted(p.name for p in partial.iterdir()) == ["chunk-00000.docid", "chunk-00000.npy", "job.json"]
+    assert json.loads((partial / "job.json").read_text())["device"] == "cpu"  # a resume on a GPU is another job
 
     spy.stop = None
     calls.clear()

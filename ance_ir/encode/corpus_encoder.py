@@ -117,12 +117,14 @@ def encode_job(corpus: Path, model: Any, encoder_name: str, settings: dict[str, 
                batch_size: int, **more: Any) -> dict[str, Any]:
     """The settings that decide an encoded corpus, recorded in its work folder: the corpus and its bytes, the model's
     name, kind, ``settings`` and weights (:func:`~ance_ir.modeling.inference.weights_sha256`), the chunking, batch
-    size and precision, and the encoder's ``more``."""
+    size, precision and kind of device (bf16 on a CPU and on a GPU round differently), and the encoder's ``more``."""
     from ance_ir.modeling.inference import model_precision, weights_sha256
 
+    device = getattr(model, "device", None)
     return {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "encoder": encoder_name,
             "weights_sha256": weights_sha256(model), "kind": model.kind, "encoder_config": settings,
-            **more, "chunk_size": chunk_size, "batch_size": batch_size, "precision": model_precision(model)}
+            **more, "chunk_size": chunk_size, "batch_size": batch_size, "precision": model_precision(model),
+            "device": device.type if device is not None else None}
 
 
 def encode_chunks(corpus: Path, positions: range, work: Path, job: dict[str, Any], chunk_size: int, dim: int,
