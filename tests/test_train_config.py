@@ -65,6 +65,16 @@ def test_file_errors_name_file_and_line(tmp_path, text, line, message):
     assert str(error.value).startswith(f"{path}:{line}: ")
 
 
+def test_none_clears_a_list_setting_from_a_flag_or_set(tmp_path):
+    from ance_ir.train.arguments import parse_args
+
+    given = ["--config", str(_file(tmp_path, REQUIRED + "data: {groups: [a.jsonl, b.jsonl]}\n"))]
+    with pytest.raises(InputError, match="data.groups: is set"):  # the qrels source reads no groups
+        parse_args(given)
+    for clear in (["--groups", "none"], ["--set", "data.groups=null"]):
+        assert parse_args([*given, *clear])[0].data.groups == []
+
+
 def test_a_section_with_every_setting_commented_out_sets_nothing(tmp_path):
     empty = build_config(_file(tmp_path, REQUIRED + "optim:\n  # lr: 2.0e-5\n"), {})
     assert empty == build_config(_file(tmp_path, REQUIRED), {})

@@ -109,9 +109,9 @@ def _field_type(cls: type, name: str) -> tuple[type, bool]:
 
 def coerce(name: str, value: Any, base: type, optional: bool) -> Any:
     """Convert a file or command-line value to ``base``; ConfigError naming setting ``name`` if it does not fit."""
+    if base is list and (value is None or value in (["none"], ["null"], "none", "null")):  # unset: empty
+        return []
     if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null")):
-        if base is list:  # a list's unset value is empty
-            return []
         if optional:
             return None
         raise ConfigError(name, "must be set")
