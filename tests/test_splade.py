@@ -195,7 +195,7 @@ def test_bad_inputs_are_refused(model, index, toy_bert, tmp_path, capsys):
                        f"{flag} applies to a dense or token index; this is an impact index", run)
     assert_refused(run_main(search_main, "--topics", str(index.parent / "topics.tsv"), "--index", str(index),
                             "--output", str(run), "--encoder", str(toy_bert), capsys=capsys),
-                   "has no trained splade head (a bare encoder)", run)
+                   "has no trained splade head (a plain backbone)", run)
     odd = tmp_path / "odd"  # a meta.json whose encoder settings are not a JSON object
     shutil.copytree(index, odd)
     (odd / "meta.json").write_text(json.dumps({**json.loads((index / "meta.json").read_text()), "encoder_config": "x"}))

@@ -149,3 +149,13 @@ def load_model(name_or_path: str | Path, kind: str | None = None, **overrides: A
         return cls.from_pretrained(source, **overrides)
     except SafetensorError as e:  # a weights file cut short or overwritten: the folder, not safetensors' internals
         raise InputError(path, f"a weights file is not readable safetensors ({e})") from None
+
+
+def load_index_model(name: str | Path, kind: str, part: str, **overrides: Any) -> Any:
+    """:func:`load_model` of the model that searches an index; ValueError when its ``part`` (the head or projection
+    it scores with) was newly initialised at load time (a plain backbone): it would score with random weights."""
+    model = load_model(name, kind, **overrides)
+    if getattr(model, "fresh_head", False):
+        raise ValueError(f"{name}: has no trained {model.kind} {part} (a plain backbone); search with the model that "
+                         "encoded the index")
+    return model

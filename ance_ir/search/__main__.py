@@ -198,17 +198,13 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: torc
 def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
     """Learned-sparse search of an impact index with the splade model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.impact import read_meta
-    from ance_ir.modeling.kinds import load_model
+    from ance_ir.modeling.kinds import load_index_model
     from ance_ir.search.impact import ImpactSearcher
 
     if args.pooling or args.normalize is not None:
         raise ValueError(f"{args.index}: an impact index; --pooling and --normalize are dense settings")
     meta = read_meta(args.index)
-    name = args.encoder or meta["encoder"]
-    model = load_model(name, meta["kind"], **meta["encoder_config"])
-    if getattr(model, "fresh_head", False):
-        raise ValueError(f"{name}: has no trained {model.kind} head (a bare encoder); search with the model that "
-                         "encoded the index")
+    model = load_index_model(args.encoder or meta["encoder"], meta["kind"], "head", **meta["encoder_config"])
     return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
                                                                threads=args.threads)
 

@@ -22,14 +22,10 @@ def model_for_index(index: TokenIndex, encoder: str | None = None) -> ColBERT:
     """The late-interaction model that encoded ``index``: ``encoder`` (a model dir, run folder, alias or HF id) or the
     one its ``meta.json`` names, with the settings it recorded; ValueError for a model without a trained
     projection (a plain backbone would project with new random weights)."""
-    from ance_ir.modeling.kinds import load_model
+    from ance_ir.modeling.kinds import load_index_model
 
-    name = encoder or index.meta["encoder"]
-    model = load_model(name, index.meta.get("kind", "colbert"), **index.meta.get("encoder_config", {}))
-    if model.fresh_head:
-        raise ValueError(f"{name}: has no trained {model.kind} projection (a plain backbone); search with the model "
-                         "that encoded the index")
-    return model
+    return load_index_model(encoder or index.meta["encoder"], index.meta.get("kind", "colbert"), "projection",
+                            **index.meta.get("encoder_config", {}))
 
 
 class TokenSearcher:
