@@ -39,6 +39,7 @@ from ance_ir.train.settings import (
     RunSection,
     Section,
     TaskSection,
+    field_default,
     section_fields,
 )
 
@@ -329,7 +330,7 @@ def build_parser() -> ArgumentParser:
             base, _ = _field_type(cls, name)
             qualified = f"{section}.{name}" if section else name
             help_text = f"{qualified}: {f.metadata['help']}"
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            default = field_default(f)
             help_text += " (required)" if default == "" else f" (default: {default})"
             help_text = help_text.replace("%", "%%")  # plain text, not an argparse template
             flag = "--" + legacy.replace("_", "-")

@@ -10,14 +10,13 @@ candidate source's options are the keyword parameters of its constructor.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ance_ir.plugins import load_plugins
 from ance_ir.train.registry import check_options
-from ance_ir.train.settings import ConfigError, LossSection, Section, section_fields
+from ance_ir.train.settings import ConfigError, LossSection, Section, field_default, section_fields
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
@@ -105,8 +104,7 @@ def check_unused(config: TrainConfig, flagged: Collection[str] = ()) -> None:
     unused = unused_settings(config)
     declared = {"negatives": _sampler_options(config), "loss": LOSSES[config.loss.name].options}
     for section in (config.task, config.negatives, config.refresh, config.loss, config.data):
-        values = {name: (getattr(section, name), f.default_factory() if f.default is dataclasses.MISSING
-                         else f.default) for name, f in section_fields(type(section)).items()}
+        values = {name: (getattr(section, name), field_default(f)) for name, f in section_fields(type(section)).items()}
         values |= {name: (value, declared.get(section.section, {}).get(name))
                    for name, value in getattr(section, "options", {}).items()}
         for name, (value, default) in values.items():

@@ -310,6 +310,11 @@ def section_fields(cls: type[Section]) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls) if f.name != "options"}
 
 
+def field_default(f: dataclasses.Field) -> Any:
+    """A settings field's default (a new empty list or dict for one made by a factory)."""
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
 def legacy_names() -> dict[str, tuple[str | None, str]]:
     """Flat (legacy/flag) name -> (section or None for top level, field)."""
     out: dict[str, tuple[str | None, str]] = {}
