@@ -49,6 +49,6 @@ def check_inputs(config: TrainConfig, path: Path) -> None:
             raise InputError(name, f"changed since this run started (sha256 {digest[:12]}..., now {current[:12]}...); "
                                    "a resume reads the data the run started with (restore it, or train into a new "
                                    "output folder)")
-    if set(now := fingerprints(config)) - set(recorded):
+    if added := [p for p in input_files(config) if str(p) not in recorded]:  # each file hashed once
         with atomic_write(path) as f:
-            f.write(json.dumps({**recorded, **now}, indent=2) + "\n")
+            f.write(json.dumps({**recorded, **{str(p): sha256_file(p) for p in added}}, indent=2) + "\n")
