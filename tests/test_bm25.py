@@ -84,13 +84,25 @@ def test_bad_corpus_fails_cleanly_without_index(tmp_path):
 
 
 def test_ctrl_c_while_indexing_says_what_is_kept(toy_collection, toy_index, tmp_path, monkeypatch):
-    """Ctrl-C during Lucene's indexing: no output and no temporaries, or the index it was replacing, untouched."""
+    """Ctrl-C during Lucene's indexing (at the indexer's first log line): the indexer is killed, and there is no
+    output and no temporaries, or the index it was replacing, untouched."""
+    import subprocess
+
     import ance_ir.bm25.index as index
 
-    def interrupted(*_, **__):
-        raise KeyboardInterrupt
+    started = []
 
-    monkeypatch.setattr(index.subprocess, "run", interrupted)
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    class Interrupting:
+        def search(self, line):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(index.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(index, "_INDEXED", Interrupting())
     fresh = tmp_path / "fresh" / "toy.lucene"
     fresh.parent.mkdir()
     with pytest.raises(KeyboardInterrupt, match="interrupted: nothing was written; a rerun builds the index"):
@@ -101,6 +113,22 @@ def test_ctrl_c_while_indexing_says_what_is_kept(toy_collection, toy_index, tmp_
         bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(toy_index), "--force"])
     assert sorted(p.name for p in toy_index.iterdir()) == before and BM25Searcher(toy_index).search({"q": "dog"})
     assert not list(toy_index.parent.glob(".*"))  # no temporaries left beside it
+    assert len(started) == 2 and all(indexer.returncode == -9 for indexer in started)  # killed, and waited for
+
+
+def test_indexing_shows_a_bar_for_each_step_unless_quiet(toy_collection, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("ance_ir.bm25.index.BAR_DELAY_S", 0)
+    passages = len(toy_collection["corpus"].read_text().splitlines())
+    assert bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert f"read corpus: {passages}passage [" in err
+    assert f"Lucene index: 100%|██████████| {passages}/{passages}" in err
+    assert bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(tmp_path / "b"),
+                      "--quiet"]) == 0
+    assert "read corpus" not in capsys.readouterr().err
+    monkeypatch.undo()  # the default: no bar for a build quicker than BAR_DELAY_S
+    assert bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(tmp_path / "c")]) == 0
+    assert "read corpus" not in capsys.readouterr().err
 
 
 #: the closing counts of Anserini's indexer log (numbers with the JVM locale's thousands separator)

@@ -275,6 +275,20 @@ def test_search_finds_the_exhaustive_maxsim_ranking(saved, collection, token_ind
         assert [d for d, _ in run[qid]] == [d for d, _ in searcher.rank(query, 3, nprobe=0)]
 
 
+def test_a_token_search_of_more_than_one_batch_shows_a_bar_unless_quiet(saved, collection, token_index, tmp_path,
+                                                                         capsys):
+    from ance_ir.search.__main__ import main as search_main
+
+    args = ["--index", str(token_index), "--topics", str(collection / "topics.tsv"), "--hits", "3"]
+    assert search_main([*args, "--output", str(tmp_path / "one.trec")]) == 0
+    assert "search:" not in capsys.readouterr().err
+    assert search_main([*args, "--output", str(tmp_path / "each.trec"), "--batch-size", "1"]) == 0
+    assert f"search: 100%|██████████| {len(TOY_TOPICS)}/{len(TOY_TOPICS)}" in capsys.readouterr().err
+    assert read_run(tmp_path / "each.trec") == read_run(tmp_path / "one.trec")
+    assert search_main([*args, "--output", str(tmp_path / "quiet.trec"), "--batch-size", "1", "--quiet"]) == 0
+    assert "search:" not in capsys.readouterr().err
+
+
 def test_compression_keeps_vectors_close_and_small(token_index, tmp_path):
     bits = np.random.default_rng(0).integers(0, 4, size=(5, 16)).astype(np.uint8)
     assert np.array_equal(unpack(pack(bits.astype(np.float32), np.array([0.5, 1.5, 2.5]), 2), 2, 16), bits)

@@ -122,6 +122,32 @@ def test_pyserini_impact_scores_equal_our_dot_products(index, model):
     assert checked >= 10
 
 
+def test_an_impact_search_in_slices_with_a_bar_equals_one_batch(index, model, monkeypatch, capsys):
+    from ance_ir.search.impact import ImpactSearcher
+
+    topics = {f"{qid}-{n}": text for n in range(3) for qid, text in TOY_TOPICS.items()}
+    whole = ImpactSearcher(index, model).search(topics, hits=5, progress=True)
+    assert "impact search" not in capsys.readouterr().err
+    monkeypatch.setattr("ance_ir.bm25.searcher.SEARCH_SLICE", 2)
+    sliced = ImpactSearcher(index, model).search(topics, hits=5, progress=True)
+    assert sliced == whole and list(sliced) == list(topics)
+    assert f"impact search: 100%|██████████| {len(topics)}/{len(topics)}" in capsys.readouterr().err
+
+
+def test_lucene_leaving_passages_out_of_an_impact_index_is_refused(model, splade_dir, tmp_path):
+    """An id Lucene cannot index (40,000 characters) takes its collection file down silently; the build is refused
+    and writes nothing (the encoded chunks stay for a rerun)."""
+    from ance_ir.data import InputError
+    from ance_ir.encode.impact_encoder import encode_impacts
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "x" * 40000, "contents": "a cat"}) + "\n"
+                      + json.dumps({"id": "d2", "contents": "a dog"}) + "\n")
+    with pytest.raises(InputError, match=rf"{corpus}: Lucene indexed 0 of its 2 passages"):
+        encode_impacts(corpus, model, tmp_path / "index", encoder_name=str(splade_dir), show_progress=False)
+    assert not (tmp_path / "index").exists()
+
+
 def test_collection_is_pyserini_format_and_indexed(index):
     from pyserini.index.lucene import LuceneIndexReader
 

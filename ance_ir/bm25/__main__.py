@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     index_p.add_argument("--output", required=True, help="index folder to create")
     index_p.add_argument("--threads", type=positive_int, default=2, help="indexing threads")
     index_p.add_argument("--force", action="store_true", help="replace an existing output folder")
+    index_p.add_argument("--quiet", action="store_true", help="no progress bars (reading the corpus, then Lucene's "
+                                                              "count, logged about once a minute)")
     search_p = sub.add_parser("search", help="batch BM25 search to a TREC run")
     search_p.add_argument("--index", required=True, help="Lucene index folder")
     search_p.add_argument("--topics", required=True, help="topics TSV file or name (e.g. rag24-mini-test, dl19)")
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
         check_new_folder(args.output, args.force)
         try:
-            out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads)
+            out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads,
+                                     progress=not args.quiet)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli.Terminated): the same kind goes on
             kept = "the index it replaces is kept" if Path(args.output).exists() else "nothing was written"
             raise type(e)(f"interrupted: {kept}; a rerun builds the index from the start") from None

@@ -12,10 +12,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ance_ir.data import InputError, atomic_directory, iter_corpus, output_lock, remove_stale_temporaries
 
+#: seconds before a step's bar shows: a quick build (or a corpus refused at once) prints no bar
+BAR_DELAY_S = 10.0
 
-def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2) -> Path:
+
+def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2, progress: bool = False) -> Path:
     """Index ``corpus`` (JSONL or TSV) into ``output`` with ``pyserini.index.lucene``.
 
     The corpus is validated and normalised first (``contents`` = title + text, one JsonCollection file),
@@ -23,34 +28,71 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2)
     folder and moved into place only when indexing succeeded and Lucene kept every passage with text (else
     InputError: :func:`check_all_indexed`). Raw documents are stored. The build holds
     a lock on ``output``; its corpus copy and index are temporaries beside it, and those a killed build
-    left are removed by the next one.
+    left are removed by the next one. ``progress`` shows a bar on stderr for each step that takes more than
+    ``BAR_DELAY_S``.
     """
     output = Path(output)
     with output_lock(output), _staging(output) as staging:
         passages = 0
         with open(staging / "docs.jsonl", "w", encoding="utf-8") as f:
-            for p in iter_corpus(corpus):
+            for p in tqdm(iter_corpus(corpus), desc="read corpus", unit="passage", disable=not progress,
+                          delay=BAR_DELAY_S, file=sys.stderr):
                 f.write(json.dumps({"id": p.docid, "contents": p.text}, ensure_ascii=False) + "\n")
                 passages += 1
         with atomic_directory(output) as tmp:
-            cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene",
-                   "--collection", "JsonCollection", "--input", str(staging), "--index", str(tmp),
-                   "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads), "--storeRaw"]
-            result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_die_with_parent)
-            if result.returncode != 0 or not any(tmp.glob("segments*")):
-                tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
-                raise RuntimeError(f"Pyserini indexing of {corpus} failed:\n{tail}")
-            check_all_indexed(corpus, passages, result.stdout + "\n" + result.stderr)
+            run_lucene_indexer(["--collection", "JsonCollection", "--storeRaw"], staging, tmp, threads, corpus,
+                               passages, progress)
     return output
+
+
+def run_lucene_indexer(options: list[str], collection: Path, index: Path, threads: int, source: str | Path,
+                       passages: int, progress: bool = False) -> None:
+    """Index the collection folder ``collection`` into ``index`` with Pyserini's ``pyserini.index.lucene`` and
+    ``options``, in a process of its own (killed with this one); RuntimeError with the log's tail when it fails,
+    InputError naming ``source`` when Lucene kept fewer than its ``passages`` (:func:`check_all_indexed`).
+    ``progress`` shows a bar on stderr after ``BAR_DELAY_S``, moved by the counts the indexer logs (about once a
+    minute)."""
+    cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene", *options, "--input", str(collection),
+           "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads)]
+    log: list[str] = []
+    with tqdm(total=passages, desc="Lucene index", unit="passage", disable=not progress, delay=BAR_DELAY_S,
+              file=sys.stderr) as bar:
+        indexer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   preexec_fn=_die_with_parent)
+        try:
+            for line in indexer.stdout:
+                log.append(line)
+                if counted := _INDEXED.search(line):
+                    bar.update(_count(counted[1]) - bar.n)
+            indexer.wait()
+        except BaseException:  # an interrupt: the indexer goes with it
+            indexer.kill()
+            indexer.wait()
+            raise
+        finally:
+            indexer.stdout.close()
+    text = "".join(log)
+    if indexer.returncode != 0 or not any(index.glob("segments*")):
+        tail = "\n".join(text.strip().splitlines()[-5:])
+        raise RuntimeError(f"Pyserini indexing of {source} failed:\n{tail}")
+    check_all_indexed(source, passages, text)
+
+
+#: a number as Anserini logs it: with the JVM locale's thousands separators
+_NUMBER = r"(\d[\d,.'\u00a0\u202f]*)"
+_INDEXED = re.compile(rf"\b{_NUMBER} documents indexed")
+
+
+def _count(number: str) -> int:
+    return int(re.sub(r"\D", "", number))
 
 
 def check_all_indexed(corpus: str | Path, passages: int, log: str) -> None:
     """InputError unless Anserini's closing counts in ``log`` (``indexed:`` and ``empty:``, a passage of no text
-    that Lucene leaves out; printed with the JVM locale's thousands separators) add up to the corpus's
-    ``passages``: a document Lucene refuses (an immense id, say) takes the rest of its file down with it, silently.
-    A note when the log has no such counts (another Anserini), which leaves the index unchecked."""
-    counts = {name: int(re.sub(r"\D", "", n))
-              for name, n in re.findall(r"\b(indexed|empty):\s+(\d[\d,.'\u00a0\u202f]*)\s*$", log, re.M)}
+    that Lucene leaves out) add up to the corpus's ``passages``: a document Lucene refuses (an immense id, say) takes
+    the rest of its file down with it, silently. A note when the log has no such counts (another Anserini), which
+    leaves the index unchecked."""
+    counts = {name: _count(n) for name, n in re.findall(rf"\b(indexed|empty):\s+{_NUMBER}\s*$", log, re.M)}
     if len(counts) != 2:
         print(f"note: Anserini's log gives no count of the passages it indexed; {corpus}'s {passages} passages "
               "are not checked against the index", file=sys.stderr)

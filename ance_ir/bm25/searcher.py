@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -27,6 +27,21 @@ def open_lucene(index: str | Path, open_searcher: Callable[[], T]) -> T:
     except JavaException as e:
         reason = str(e).removeprefix("JVM exception occurred: ").splitlines()[0].split(" (resource ")[0]
         raise InputError(index, f"not a readable Lucene index ({reason[:300]})") from None
+
+
+def search_in_slices(searcher: Any, queries: Topics, hits: int, threads: int, progress: bool, desc: str) -> Run:
+    """``searcher.batch_search`` (a Pyserini Lucene searcher) over ``queries`` (id -> text), ``SEARCH_SLICE`` of them
+    at a time, with a bar on stderr (``desc``) when ``progress`` and there is more than one slice; hits best first."""
+    qids = list(queries)
+    run: Run = {}
+    with tqdm(total=len(qids), unit="query", desc=desc, file=sys.stderr,
+              disable=not progress or len(qids) <= SEARCH_SLICE) as bar:
+        for start in range(0, len(qids), SEARCH_SLICE):
+            part = qids[start:start + SEARCH_SLICE]
+            results = searcher.batch_search([queries[q] for q in part], part, k=hits, threads=threads)
+            run.update({qid: [(h.docid, float(h.score)) for h in results.get(qid, [])] for qid in part})
+            bar.update(len(part))
+    return run
 
 
 class BM25Searcher:
@@ -59,16 +74,7 @@ class BM25Searcher:
         more than one slice of queries."""
         if self.weigher is not None:
             return self._weighted_search(topics, hits, progress)
-        qids = list(topics)
-        run: Run = {}
-        with tqdm(total=len(qids), unit="query", desc="BM25 search", file=sys.stderr,
-                  disable=not progress or len(qids) <= SEARCH_SLICE) as bar:
-            for start in range(0, len(qids), SEARCH_SLICE):
-                part = qids[start:start + SEARCH_SLICE]
-                results = self.searcher.batch_search([topics[q] for q in part], part, k=hits, threads=threads)
-                run.update({qid: [(h.docid, float(h.score)) for h in results.get(qid, [])] for qid in part})
-                bar.update(len(part))
-        return run
+        return search_in_slices(self.searcher, topics, hits, threads, progress, "BM25 search")
 
     def _weighted_search(self, topics: Topics, hits: int, progress: bool) -> Run:
         from pyserini.analysis import Analyzer, get_lucene_analyzer

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ance_ir.bm25.index import run_lucene_indexer
 from ance_ir.data import InputError, atomic_directory, atomic_write, iter_corpus, output_lock
 from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_job
@@ -19,7 +20,6 @@ from ance_ir.index.impact import (
     COLLECTION,
     LUCENE,
     META,
-    build_lucene_impact_index,
     check_vector_collection,
     folder_bytes,
     vector_line,
@@ -72,7 +72,8 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
         documents = check_vector_collection(files)
         postings = sum(len(json.loads(line)["vector"]) for p in files for line in p.open(encoding="utf-8"))
         with kept_on_interrupt(work, "building the impact index"), atomic_directory(output) as tmp:
-            build_lucene_impact_index(parts, tmp / LUCENE, threads)
+            run_lucene_indexer(["--collection", "JsonVectorCollection", "--impact", "--pretokenized"], parts,
+                               tmp / LUCENE, threads, corpus, documents, show_progress)
             shutil.copytree(parts, tmp / COLLECTION)
             meta = {**{k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256", "scale",
                                             "precision")},

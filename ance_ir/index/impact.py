@@ -10,13 +10,10 @@ from it (``-impact -pretokenized``: a term's impact is stored as its frequency, 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ance_ir.bm25.index import _die_with_parent
 from ance_ir.data import InputError
 from ance_ir.data.lines import decode_line
 from ance_ir.index.records import check_model_record
@@ -60,17 +57,6 @@ def check_vector_collection(files: Iterable[Path]) -> int:
                 seen.add(doc["id"])
                 count += 1
     return count
-
-
-def build_lucene_impact_index(collection: Path, output: Path, threads: int = 1) -> None:
-    """Index the ``JsonVectorCollection`` folder ``collection`` into ``output`` with ``pyserini.index.lucene``."""
-    cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene", "--collection", "JsonVectorCollection",
-           "--input", str(collection), "--index", str(output), "--generator", "DefaultLuceneDocumentGenerator",
-           "--threads", str(threads), "--impact", "--pretokenized"]
-    result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_die_with_parent)
-    if result.returncode != 0 or not any(output.glob("segments*")):
-        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-5:])
-        raise RuntimeError(f"Pyserini impact indexing of {collection} failed:\n{tail}")
 
 
 def is_impact_index(folder: str | Path) -> bool:

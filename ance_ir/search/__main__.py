@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar (a dense or BM25 search shows one "
-                                                             "when its queries take more than one batch)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (a dense or token search shows one "
+                                                             "when its queries take more than one --batch-size; a BM25 "
+                                                             "or impact search, more than 128 queries)")
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_output(args.output)
@@ -192,7 +193,8 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: torc
     index = load_token_index(args.index)
     model = model_for_index(index, args.encoder)
     return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
-                                                         batch_size=args.batch_size, ndocs=args.ndocs)
+                                                         batch_size=args.batch_size, ndocs=args.ndocs,
+                                                         progress=not args.quiet)
 
 
 def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
@@ -206,7 +208,7 @@ def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: tor
     meta = read_meta(args.index)
     model = load_index_model(args.encoder or meta["encoder"], meta["kind"], "head", **meta["encoder_config"])
     return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
-                                                               threads=args.threads)
+                                                               threads=args.threads, progress=not args.quiet)
 
 
 def _check_same_corpus(bm25: BM25Searcher, bm25_index: str, index: str, run: Run) -> None:

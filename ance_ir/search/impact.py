@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ance_ir.bm25.searcher import open_lucene
+from ance_ir.bm25.searcher import open_lucene, search_in_slices
 from ance_ir.data import Run, Topics
 from ance_ir.index.impact import LUCENE, read_meta
 from ance_ir.modeling.splade import Splade, quantize
@@ -39,12 +39,12 @@ class ImpactSearcher:
         """The quantised term weights of ``texts``, as the index scores them."""
         return [quantize(w, self.scale) for w in self.model.encode_queries(texts, batch_size=batch_size)]
 
-    def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64, threads: int = 1) -> Run:
-        """Top ``hits`` passages for every query, best first (a query with no term left finds nothing)."""
+    def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64, threads: int = 1,
+               progress: bool = False) -> Run:
+        """Top ``hits`` passages for every query, best first (a query with no term left finds nothing);
+        ``progress`` shows a bar on stderr when the search takes more than one slice of queries."""
         if hits < 1:
             raise ValueError(f"hits must be at least 1, got {hits}")
-        qids = list(topics)
-        texts = [topics[q] for q in qids]
+        texts = list(topics.values())
         self.queries.encoded = dict(zip(texts, self.encode_queries(texts, batch_size), strict=True))
-        results = self.searcher.batch_search(texts, qids, k=hits, threads=threads)
-        return {qid: [(h.docid, float(h.score)) for h in results.get(qid, [])] for qid in qids}
+        return search_in_slices(self.searcher, topics, hits, threads, progress, "impact search")

@@ -8,7 +8,10 @@ centroid ids; no token vector is read or decompressed), and only the best ``ndoc
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
+from tqdm import tqdm
 
 from ance_ir.data import Run, Topics
 from ance_ir.index.token_index import TokenIndex
@@ -81,10 +84,13 @@ class TokenSearcher:
         return out
 
     def search(self, topics: Topics, hits: int = 1000, nprobe: int = DEFAULT_NPROBE, batch_size: int = 64,
-               ndocs: int = 0) -> Run:
-        """Top ``hits`` passages for every query, best first."""
+               ndocs: int = 0, progress: bool = False) -> Run:
+        """Top ``hits`` passages for every query, best first; ``progress`` shows a bar on stderr (a query at a time)
+        when there is more than one batch of queries."""
         if hits < 1:
             raise ValueError(f"hits must be at least 1, got {hits}")
         qids = list(topics)
-        vectors = self.model.encode_queries([topics[q] for q in qids], batch_size=batch_size)
-        return {qid: self.rank(vectors[i], hits, nprobe, ndocs) for i, qid in enumerate(qids)}
+        shown = progress and len(qids) > batch_size
+        vectors = self.model.encode_queries([topics[q] for q in qids], batch_size=batch_size, show_progress=shown)
+        return {qid: self.rank(vectors[i], hits, nprobe, ndocs)
+                for i, qid in enumerate(tqdm(qids, desc="search", unit="query", disable=not shown, file=sys.stderr))}

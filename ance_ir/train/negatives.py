@@ -156,7 +156,8 @@ class BM25Negatives(CandidateNegatives):
 
             index = Path(config.negatives.bm25_index) if config.negatives.bm25_index else run.bm25_index
             if not config.negatives.bm25_index and _older_than(index, data.corpus_path):
-                build_lucene_index(data.corpus_path, index)  # none yet, or one of the corpus before an edit
+                # none yet, or one of the corpus before an edit
+                build_lucene_index(data.corpus_path, index, progress=config.progress)
             return search_bm25_candidates(index, data, config.negatives.depth, config.progress)
 
         return dist.on_main(search)
