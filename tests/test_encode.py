@@ -180,7 +180,8 @@ def test_shards_merge_into_the_unsharded_index(tmp_path, toy_collection, tiny_be
         encode(corpus, tiny_bert_dir, tmp_path / f"shard{i}", "--chunk-size", "2", "--shard", f"{i}/2")
     shard1 = load_dense_index(tmp_path / "shard1")
     assert shard1.docids == DOCIDS[4:]
-    assert shard1.meta["shard"] == {"index": 1, "count": 2, "start": 4, "stop": 8}
+    assert shard1.meta["shard"] == {"index": 1, "count": 2, "start": 4, "stop": 8, "batch_size": 32, "chunk_size": 2,
+                                    "device": "cpu"}
     assert (tmp_path / "shard1" / "vectors.npy").is_file()
 
     shards = [str(tmp_path / "shard1"), str(tmp_path / "shard0")]
@@ -194,7 +195,7 @@ def test_shards_merge_into_the_unsharded_index(tmp_path, toy_collection, tiny_be
     assert load_dense_index(tmp_path / "h").meta["index_type"] == "hnsw"
 
 
-def test_a_finished_shard_is_reused_only_from_the_same_weights(tmp_path, toy_collection, tiny_bert_dir):
+def test_a_finished_shard_is_reused_only_from_the_same_weights_and_batches(tmp_path, toy_collection, tiny_bert_dir):
     from ance_ir.encode.distributed import finished_shard
     from ance_ir.modeling.inference import weights_sha256
     from ance_ir.modeling.kinds import load_model
@@ -205,11 +206,14 @@ def test_a_finished_shard_is_reused_only_from_the_same_weights(tmp_path, toy_col
     encoder.inference_precision = "auto"  # the CLI's default (int8 on some CPUs)
     assert load_dense_index(out).meta["weights_sha256"] == weights_sha256(encoder)
     name = str(tiny_bert_dir.resolve())
-    assert finished_shard(out, Shard(0, 2), corpus, name, encoder)
-    assert not finished_shard(out, Shard(1, 2), corpus, name, encoder)
+    sizes = {"batch_size": 32, "chunk_size": 2048}  # the CLI's defaults
+    assert finished_shard(out, Shard(0, 2), corpus, name, encoder, **sizes)
+    assert not finished_shard(out, Shard(1, 2), corpus, name, encoder, **sizes)
+    assert not finished_shard(out, Shard(0, 2), corpus, name, encoder, **{**sizes, "batch_size": 2})
+    assert not finished_shard(out, Shard(0, 2), corpus, name, encoder, **{**sizes, "chunk_size": 3})
     with torch.no_grad():  # trained again in place: same folder, config and precision, other weights
         next(encoder.parameters()).add_(1.0)
-    assert not finished_shard(out, Shard(0, 2), corpus, name, encoder)
+    assert not finished_shard(out, Shard(0, 2), corpus, name, encoder, **sizes)
 
 
 def test_shard_positions_cover_the_corpus_once():

@@ -15,7 +15,7 @@ torchrun each rank encodes shard RANK/WORLD_SIZE (on GPU LOCAL_RANK when there a
 OUTPUT.shards, and rank 0 merges them into OUTPUT: the same index as a one-process run (the same vectors to
 float rounding at fp32; int8 and bf16 vectors depend on their batch-mates). A resume from OUTPUT.partial refuses a
 changed --batch-size or precision, which would change the vectors of the passages still to encode; a finished
-torchrun shard is reused at the same precision.
+torchrun shard is reused at the same precision, --batch-size, --chunk-size and kind of device.
 
 A colbert model writes a token index (every kept token vector, float16, plus faiss k-means centroids; see
 ``ance_ir.index.token_index``), resumable the same way, in one process (no --shard, no torchrun):
@@ -210,7 +210,8 @@ def _encode(args: argparse.Namespace, device: torch.device, corpus: Path, output
         return encode_impacts(corpus, encoder, output, encoder_name=name, scale=scale, batch_size=args.batch_size,
                               chunk_size=args.chunk_size, threads=args.threads or 1,
                               overwrite=overwrite, show_progress=show_progress)
-    if reuse and shard and finished_shard(output, shard, corpus, name, encoder):
+    if reuse and shard and finished_shard(output, shard, corpus, name, encoder, args.batch_size,
+                                                args.chunk_size):
         print(f"reused finished shard {output}", file=sys.stderr)
         return None
     return encode_corpus(corpus, encoder, output, encoder_name=name, index_type=index_type,

@@ -199,8 +199,8 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
     meta = {**{k: job[k] for k in ("encoder", "weights_sha256", "kind", "encoder_config", "corpus", "corpus_sha256",
                                    "precision")},
             "pooling": encoder.config.pooling, "normalize": encoder.config.normalize,
-            "shard": {"index": shard.index, "count": shard.count, "start": positions.start,
-                      "stop": positions.stop} if shard else None}
+            "shard": {"index": shard.index, "count": shard.count, "start": positions.start, "stop": positions.stop,
+                      **{k: job[k] for k in ("batch_size", "chunk_size", "device")}} if shard else None}
     with kept_on_interrupt(work, f"building the {index_type} index"):
         vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
         dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,

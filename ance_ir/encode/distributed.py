@@ -76,9 +76,11 @@ def shard_output(output: str | Path, shard: Shard) -> Path:
     return shards_folder(output) / f"{shard.index}-of-{shard.count}"
 
 
-def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder: torch.nn.Module) -> bool:
-    """Whether ``folder`` holds this very shard (same corpus, encoder and its weights, settings and precision) from
-    an earlier attempt. The corpus and the weights are hashed only when everything else matches."""
+def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, encoder: torch.nn.Module,
+                   batch_size: int, chunk_size: int) -> bool:
+    """Whether ``folder`` holds this very shard (same corpus, encoder and its weights, settings, precision, batch and
+    chunk sizes and kind of device: at bf16 or int8 a passage's vector depends on its batch-mates) from an earlier
+    attempt. The corpus and the weights are hashed only when everything else matches."""
     from ance_ir.modeling.inference import model_precision, weights_sha256
 
     try:
@@ -86,7 +88,9 @@ def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, 
     except (OSError, json.JSONDecodeError):
         return False
     recorded = meta.get("shard") or {}
-    return (recorded.get("index"), recorded.get("count")) == (shard.index, shard.count) and \
+    encoded = {"index": shard.index, "count": shard.count, "batch_size": batch_size, "chunk_size": chunk_size,
+               "device": encoder.device.type}
+    return all(recorded.get(k) == v for k, v in encoded.items()) and \
         meta.get("encoder") == encoder_name and meta.get("encoder_config") == encoder.config.to_dict() and \
         meta.get("precision") == model_precision(encoder) and (folder / "vectors.npy").is_file() and \
         meta.get("corpus_sha256") == sha256_file(corpus) and meta.get("weights_sha256") == weights_sha256(encoder)
