@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ance_ir.bootstrap import VERBOSE_ENV
@@ -195,6 +195,25 @@ def check_new_folder(path: str | Path, force: bool) -> Path:
     if path.exists() and not force:
         raise ValueError(f"{path} already exists; pass --force to replace it")
     return path
+
+
+def check_apart(output: str | Path, inputs: Iterable[str | Path], folders: Iterable[str | Path] = ()) -> None:
+    """InputError when the output ``output`` is one of ``inputs`` or holds one (writing or replacing it would change or
+    delete that input), or lies inside one of the input ``folders`` (it would change what they hold). Inputs that
+    are not paths here (a dataset or Hugging Face name) are skipped."""
+    out = Path(output).resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if not source.exists():
+            continue
+        if out == source:
+            raise InputError(output, f"is the input {given}; write the output elsewhere")
+        if source.is_relative_to(out):
+            raise InputError(output, f"holds the input {given}, which writing it would replace; write the output "
+                                     "elsewhere")
+    for given in folders:
+        if out.is_relative_to(Path(given).resolve()) and Path(given).is_dir():
+            raise InputError(output, f"lies inside the input {given}; write the output elsewhere")
 
 
 def add_import_argument(parser: argparse.ArgumentParser) -> None:

@@ -382,7 +382,7 @@ def test_bad_inputs_give_one_line(bert, saved, collection, token_index, tmp_path
     copy = tmp_path / "copy"
     shutil.copytree(token_index, copy)
     assert_refused(run_here("ance_ir.index.compress", "--index", str(copy), "--output", str(copy), "--force"),
-                   "is the index itself", output)
+                   "is the input", output)
     codes = np.load(copy / "codes.npy")
     codes[0] = len(np.load(copy / "centroids.npy"))
     np.save(copy / "codes.npy", codes)

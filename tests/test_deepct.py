@@ -191,5 +191,6 @@ def test_the_impact_index_rewritten_for_bm25_repeats_each_word_by_its_impact(toy
 
 def test_rewriting_a_folder_that_is_not_an_impact_index_is_one_error_line(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
-    assert_refused(run_main(rewrite_main, "--index", str(tmp_path), "--output", str(out), capsys=capsys),
+    (tmp_path / "folder").mkdir()
+    assert_refused(run_main(rewrite_main, "--index", str(tmp_path / "folder"), "--output", str(out), capsys=capsys),
                    "not an impact index", out)

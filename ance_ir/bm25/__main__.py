@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ance_ir.cli import (
     ArgumentParser,
+    check_apart,
     check_new_folder,
     check_output,
     non_negative_float,
@@ -58,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         from ance_ir.bm25 import build_lucene_index
 
         check_new_folder(args.output, args.force)
+        corpus = resolve_corpus(args.corpus)
+        check_apart(args.output, [corpus])
         try:
-            out = build_lucene_index(resolve_corpus(args.corpus), args.output, threads=args.threads,
+            out = build_lucene_index(corpus, args.output, threads=args.threads,
                                      progress=not args.quiet)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (cli.Terminated): the same kind goes on
             kept = "the index it replaces is kept" if Path(args.output).exists() else "nothing was written"

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_apart, check_output, positive_int, run_cli
 from ance_ir.data import InputError, check_run_tag, read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
@@ -63,6 +63,8 @@ def _derive(args: argparse.Namespace) -> None:
     if twice is not None:
         raise ValueError(f"--qrels: two of them would both be written to {twice}")
     corpus = resolve_corpus(args.corpus)
+    for name in ("corpus.jsonl", *names):
+        check_apart(Path(args.output) / name, [corpus, *args.qrels])
     segments = list(iter_corpus(corpus))
     _check_split_ids((segment.docid for segment in segments), args.delimiter, corpus)
     documents = documents_from_segments(segments, args.delimiter)
@@ -86,6 +88,8 @@ def _split(args: argparse.Namespace) -> None:
     from ance_ir.modeling.resolve import check_loadable, resolve_model_path
 
     check_output(args.output)
+    corpus = resolve_corpus(args.corpus)
+    check_apart(args.output, [corpus])
     model = resolve_model_path(args.tokenizer)
     check_loadable(model)
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -93,7 +97,6 @@ def _split(args: argparse.Namespace) -> None:
     if args.length > positions - special:
         raise ValueError(f"--length: at most the model's {positions} positions less its {special} special tokens, "
                          f"{positions - special}, got {args.length}")
-    corpus = resolve_corpus(args.corpus)
     n = write_corpus(split_documents(iter_corpus(corpus), corpus, tokenizer, args.length, args.stride or args.length,
                                      args.max_passages, args.delimiter), args.output)
     print(f"wrote {args.output}: {n} passages", file=sys.stderr)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    check_apart,
     check_new_folder,
     check_output,
     load_cli_plugins,
@@ -88,6 +89,7 @@ def merge_main(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     args = parser.parse_args(argv)
     check_new_folder(args.output, args.force)
+    check_apart(args.output, args.inputs, args.inputs)
     _report(merge_indexes(args.inputs, args.output, args.index_type), args.output)
     return 0
 
@@ -131,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     launch = Launch.from_env()
     if launch is None:
         device = _device(args)
-        dense = _encode(args, device, resolve_corpus(args.corpus), Path(args.output), args.shard, args.index_type,
+        corpus = resolve_corpus(args.corpus)
+        check_apart(args.output, [corpus, args.encoder])
+        dense = _encode(args, device, corpus, Path(args.output), args.shard, args.index_type,
                         overwrite=args.force, show_progress=not args.quiet)
         _report(dense, args.output)
         return 0
@@ -143,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--shard {args.shard} under torchrun: each rank encodes shard RANK/WORLD_SIZE itself")
         _device(args, launch)
         check_new_folder(output, args.force)
-        return resolve_corpus(args.corpus)
+        corpus = resolve_corpus(args.corpus)
+        check_apart(output, [corpus, args.encoder])
+        return corpus
 
     def encode_shard(corpus: Path) -> None:
         _encode(args, _device(args, launch), corpus, shard_output(output, launch.shard), launch.shard, "flat",

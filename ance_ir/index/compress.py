@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ance_ir.cli import ArgumentParser, check_new_folder, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_apart, check_new_folder, positive_int, run_cli
 from ance_ir.index.token_index import TokenIndex, index_bytes, load_token_index, write_token_index
 
 BITS = (1, 2)
@@ -108,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    if Path(args.output).resolve() == Path(args.index).resolve():
-        raise ValueError(f"--output {args.output} is the index itself; compression is lossy, write a new folder")
     check_new_folder(args.output, args.force)
+    check_apart(args.output, [args.index], [args.index])
     compressed = compress_index(args.index, args.output, args.bits, args.sample, show_progress=not args.quiet)
     before, after = index_bytes(args.index), index_bytes(args.output)
     print(f"wrote {args.output}: {compressed.meta['tokens']} token vectors, {args.bits}-bit residuals; "

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ance_ir.cli import ArgumentParser, check_output, run_cli
+from ance_ir.cli import ArgumentParser, check_apart, check_output, run_cli
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_write
 from ance_ir.index.impact import COLLECTION, check_vector_collection, read_meta
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, help="JSONL corpus to write (id, contents)")
     args = parser.parse_args(argv)
     check_output(args.output)
+    check_apart(args.output, [args.index], [args.index])
     passages = empty = 0
     with atomic_write(args.output) as f:
         for docid, text in rewritten_passages(args.index):

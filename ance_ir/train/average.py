@@ -32,6 +32,7 @@ import torch
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    check_apart,
     check_new_folder,
     load_cli_plugins,
     non_negative_float,
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_new_folder(args.output, args.force)
+    check_apart(args.output, args.models)
     load_cli_plugins(args.imports)
     model = average_models(args.models, args.weights, args.kind)
     save_average(model, args.output, args.models, weight_shares(args.weights, len(args.models)))
