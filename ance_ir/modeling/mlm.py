@@ -42,6 +42,21 @@ def missing_head_weights(mlm: PreTrainedModel, info: dict[str, list[str]]) -> li
     return sorted(k for k in info["missing_keys"] if not k.startswith(f"{mlm.base_model_prefix}."))
 
 
+def load_masked_lm(name_or_path: str | Path) -> tuple[PreTrainedTokenizerBase, PreTrainedModel, list[str]]:
+    """The tokenizer and masked LM (float32) of ``name_or_path`` (model dir, alias or hub id), and the head weights
+    the checkpoint lacked (newly initialised); ValueError for a checkpoint of no masked-LM architecture."""
+    path = resolve_model_path(name_or_path)
+    try:
+        tokenizer = load_tokenizer(path)
+        with quiet_transformers():
+            mlm, info = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
+    except OSError as error:
+        raise unavailable(name_or_path, error) from error
+    except ValueError as error:
+        raise ValueError(f"{name_or_path}: has no masked-LM architecture ({str(error).splitlines()[0]})") from None
+    return tokenizer, mlm, missing_head_weights(mlm, info)
+
+
 @register_model_kind
 class MaskedLM(torch.nn.Module):
     """A transformer and its MLM head; :meth:`logits_at` gives the vocabulary logits of chosen positions."""
@@ -62,17 +77,7 @@ class MaskedLM(torch.nn.Module):
         if unknown:
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of an mlm model (it takes none; the "
                              "masking and max_length are settings of task: mlm)")
-        path = resolve_model_path(name_or_path)
-        try:
-            tokenizer = load_tokenizer(path)
-            with quiet_transformers():
-                mlm, info = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
-        except OSError as error:
-            raise unavailable(name_or_path, error) from error
-        except ValueError as error:
-            raise ValueError(f"{name_or_path}: has no masked-LM architecture ({str(error).splitlines()[0]})") \
-                from None
-        missing = missing_head_weights(mlm, info)
+        tokenizer, mlm, missing = load_masked_lm(name_or_path)
         if missing:
             print(f"note: {name_or_path} has no MLM head weights ({', '.join(missing[:3])}"
                   f"{', ...' if len(missing) > 3 else ''}); the head is newly initialised", file=sys.stderr)

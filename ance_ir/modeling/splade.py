@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ance_ir.data.atomic import atomic_directory
-from ance_ir.modeling.encoder import load_tokenizer, quiet_transformers, save_transformer
+from ance_ir.modeling.encoder import save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
-from ance_ir.modeling.mlm import missing_head_weights
-from ance_ir.modeling.resolve import resolve_model_path, unavailable
+from ance_ir.modeling.mlm import load_masked_lm
+from ance_ir.modeling.resolve import resolve_model_path
 
 CONFIG_NAME = "ance_ir_splade.json"
 DEFAULTS = {"query_max_length": 64, "passage_max_length": 256}
@@ -84,22 +84,13 @@ class Splade(torch.nn.Module):
         if unknown:
             raise ValueError(f"{', '.join(sorted(unknown))}: not a setting of a splade model (it takes "
                              "query_max_length and passage_max_length)")
-        path = resolve_model_path(name_or_path)
-        saved = read_settings(path, CONFIG_NAME)
+        saved = read_settings(resolve_model_path(name_or_path), CONFIG_NAME)
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
-        try:
-            tokenizer = load_tokenizer(path)
-            with quiet_transformers():
-                mlm, info = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True)
-        except OSError as error:
-            raise unavailable(name_or_path, error) from error
-        except ValueError as error:
-            raise ValueError(f"{name_or_path}: not a masked language model ({str(error).splitlines()[0]})") \
-                from None
+        tokenizer, mlm, missing = load_masked_lm(name_or_path)
         settings = choose_settings(given, saved, DEFAULTS, getattr(mlm.config, "max_position_embeddings", None),
                                    tuple(DEFAULTS))
         return cls(mlm, tokenizer, settings["query_max_length"], settings["passage_max_length"],
-                   bool(missing_head_weights(mlm, info))).eval()
+                   bool(missing)).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write the MLM, tokenizer and ``ance_ir_splade.json``, replacing ``directory`` as a whole."""
