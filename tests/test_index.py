@@ -301,3 +301,19 @@ def test_a_meta_json_setting_of_the_wrong_type_is_refused_naming_the_file(tmp_pa
     (tmp_path / "ix" / "meta.json").write_text(json.dumps({**meta, key: value}))
     with pytest.raises(InputError, match=rf"meta.json: {re.escape(message)}"):
         load_dense_index(tmp_path / "ix")
+
+
+def test_building_shows_a_bar_past_its_delay_when_asked(vectors, monkeypatch, capsys):
+    quiet = build_index(vectors, "hnsw", show_progress=True)  # quicker than BAR_DELAY_S: no bar
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr("ance_ir.index.faiss_index.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.index.faiss_index.ADD_BATCH", 100)
+    shown = build_index(vectors, "hnsw", show_progress=True)
+    assert f"build hnsw index: 100%|██████████| {N}/{N}" in capsys.readouterr().err
+    assert shown.ntotal == quiet.ntotal == N
+    build_index(vectors, "ivfpq", show_progress=True, nlist=4, m=8, nbits=4)
+    err = capsys.readouterr().err
+    assert "training IVF-PQ (4 lists, 8 sub-quantizers of 16 codes) ..." in err
+    assert f"build ivfpq index: 100%|██████████| {N}/{N}" in err
+    build_index(vectors, "flat")
+    assert capsys.readouterr().err == ""

@@ -154,7 +154,9 @@ def test_collection_is_pyserini_format_and_indexed(index):
     meta = read_meta(index)
     files = sorted((index / COLLECTION).glob("*.jsonl"))
     assert len(files) == 3  # chunks of 3 passages
-    assert check_vector_collection(files) == len(TOY_PASSAGES) == meta["passages"]
+    postings = sum(len(json.loads(line)["vector"]) for f in files for line in f.read_text().splitlines())
+    assert check_vector_collection(files) == (len(TOY_PASSAGES), postings)
+    assert (meta["passages"], meta["postings"]) == (len(TOY_PASSAGES), postings)
     assert LuceneIndexReader(str(index / "lucene")).stats()["documents"] == len(TOY_PASSAGES)
     assert meta["postings_per_passage"] == pytest.approx(meta["postings"] / len(TOY_PASSAGES))
 

@@ -15,9 +15,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_directory, iter_corpus, output_lock, remove_stale_temporaries
-
-#: seconds before a step's bar shows: a quick build (or a corpus refused at once) prints no bar
-BAR_DELAY_S = 10.0
+from ance_ir.data.resume import BAR_DELAY_S
 
 
 def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2, progress: bool = False) -> Path:

@@ -23,6 +23,9 @@ from ance_ir.data.atomic import atomic_write, remove_stale_temporaries
 from ance_ir.data.errors import InputError
 
 JOB_FILE = "job.json"
+#: seconds before the bar of a step that is often quick (building an index) shows: a quick step, or an input
+#: refused at once, prints none
+BAR_DELAY_S = 10.0
 T = TypeVar("T")
 R = TypeVar("R")
 

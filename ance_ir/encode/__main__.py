@@ -87,10 +87,12 @@ def merge_main(argv: list[str]) -> int:
     parser.add_argument("--output", required=True, help="merged index folder to create")
     parser.add_argument("--index-type", choices=INDEX_TYPES, help="default: the inputs' type")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (shown when building the index takes "
+                                                             "more than a few seconds)")
     args = parser.parse_args(argv)
     check_new_folder(args.output, args.force)
     check_apart(args.output, args.inputs, args.inputs)
-    _report(merge_indexes(args.inputs, args.output, args.index_type), args.output)
+    _report(merge_indexes(args.inputs, args.output, args.index_type, show_progress=not args.quiet), args.output)
     return 0
 
 
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         _encode(args, _device(args, launch), corpus, shard_output(output, launch.shard), launch.shard, "flat",
                 overwrite=True, show_progress=launch.rank == 0 and not args.quiet, reuse=True)
 
-    merged = run_ranks(launch, prepare, encode_shard, lambda: merge_shards(output, launch, args.index_type))
+    merged = run_ranks(launch, prepare, encode_shard, lambda: merge_shards(output, launch, args.index_type,
+                                                                              not args.quiet))
     if merged is not None:
         _report(merged, args.output)
     return 0

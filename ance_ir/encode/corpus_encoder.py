@@ -203,7 +203,7 @@ def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder
                       **{k: job[k] for k in ("batch_size", "chunk_size", "device")}} if shard else None}
     with kept_on_interrupt(work, f"building the {index_type} index"):
         vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy")
-        dense = write_dense_index(output, build_index(vectors, index_type), docids, meta,
+        dense = write_dense_index(output, build_index(vectors, index_type, show_progress), docids, meta,
                                   vectors=vectors if shard else None, vectors_per_passage=per)
     shutil.rmtree(work)
     return dense

@@ -150,13 +150,14 @@ def _raise_first(launch: Launch, messages: list[str | None]) -> None:
         sys.exit(2)
 
 
-def merge_shards(output: Path, launch: Launch, index_type: str) -> DenseIndex:
-    """Merge the ranks' shards into ``output`` with a one-process run's ``meta.json``; drop the shards."""
+def merge_shards(output: Path, launch: Launch, index_type: str, show_progress: bool = False) -> DenseIndex:
+    """Merge the ranks' shards into ``output`` with a one-process run's ``meta.json`` (a bar with
+    ``show_progress``); drop the shards."""
     from ance_ir.index import load_dense_index, merge_indexes
 
     folder = shards_folder(output)
     merge_indexes([shard_output(output, Shard(r, launch.world_size)) for r in range(launch.world_size)],
-                  output, index_type)
+                  output, index_type, show_progress)
     meta_path = output / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta.pop("merged_from", None)

@@ -64,13 +64,13 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
             return model.encode_passages([p.text for p in chunk], batch_size=batch_size,
                                          show_progress=nested_progress(show_progress))
 
+        documents = postings = 0
         with ChunkedJob(work, job, total, f"encode {output.name}", load=load, compute=compute, save=save,
                         show_progress=show_progress) as chunked:
             for number, chunk in enumerate(in_chunks(iter_corpus(corpus), chunk_size)):
                 chunked.chunk(number, chunk)
-        files = sorted(parts.glob("part-*.jsonl"))
-        documents = check_vector_collection(files)
-        postings = sum(len(json.loads(line)["vector"]) for p in files for line in p.open(encoding="utf-8"))
+                counts = check_vector_collection([parts / f"part-{number:05d}.jsonl"])  # under the chunks' bar
+                documents, postings = documents + counts[0], postings + counts[1]
         with kept_on_interrupt(work, "building the impact index"), atomic_directory(output) as tmp:
             run_lucene_indexer(["--collection", "JsonVectorCollection", "--impact", "--pretokenized"], parts,
                                tmp / LUCENE, threads, corpus, documents, show_progress)

@@ -203,10 +203,11 @@ def _check_inputs(args: argparse.Namespace, start: str) -> None:
 
 
 def _index_encoder(index: str) -> str | None:
-    """The encoder a dense index records (InputError for a folder that is not a dense index)."""
-    from ance_ir.index import load_dense_index
+    """The encoder a dense index records (InputError for a folder that is not a dense index), without reading its
+    vectors (the negatives stage does)."""
+    from ance_ir.index.dense_index import read_dense_meta
 
-    return load_dense_index(index).meta.get("encoder")
+    return read_dense_meta(index).get("encoder")
 
 
 if __name__ == "__main__":

@@ -202,19 +202,30 @@ def passage_index(vectors: np.ndarray, docids: Sequence[str], index_type: str = 
     return DenseIndex(build_index(rows, index_type), [d for d in docids for _ in range(per)], meta)
 
 
+def read_dense_meta(folder: str | Path) -> dict:
+    """A dense index folder's ``meta.json`` ({} when it has none, as Pyserini's), without reading the index: the
+    cheap checks of :func:`load_dense_index` (the folder, its ``index`` and ``docid`` files, the model record)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(folder, "no such dense index folder")
+    for path in (folder / INDEX_FILE, folder / DOCID_FILE):
+        if not path.is_file():
+            raise InputError(path, f"missing (a dense index folder needs {INDEX_FILE!r} and {DOCID_FILE!r})")
+    meta_path = folder / META_FILE
+    meta = read_json_object(meta_path) if meta_path.is_file() else {}
+    check_model_record(meta_path, meta)
+    return meta
+
+
 def load_dense_index(folder: str | Path) -> DenseIndex:
     """Open a dense index folder (ours or Pyserini's); ``meta.json`` is optional.
 
     Raises :class:`InputError` naming the file when ``index`` or ``docid`` is missing or unreadable,
     or when the number of docids, the vector count and ``meta.json`` disagree.
     """
+    meta = read_dense_meta(folder)
     folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError(folder, "no such dense index folder")
     index_path, docid_path, meta_path = folder / INDEX_FILE, folder / DOCID_FILE, folder / META_FILE
-    for path in (index_path, docid_path):
-        if not path.is_file():
-            raise InputError(path, f"missing (a dense index folder needs {INDEX_FILE!r} and {DOCID_FILE!r})")
     try:
         index = faiss.read_index(str(index_path))
     except RuntimeError as e:
@@ -225,11 +236,9 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     if len(docids) != index.ntotal:
         raise InputError(docid_path, f"has {len(docids)} docids, but {index_path} holds "
                                      f"{index.ntotal} vectors")
-    meta = read_json_object(meta_path) if meta_path.is_file() else {}
     for key, actual in (("dimension", index.d), ("count", index.ntotal)):
         if key in meta and meta[key] != actual:
             raise InputError(meta_path, f"says {key} {meta[key]} but {index_path} has {actual}")
-    check_model_record(meta_path, meta)
     per = meta.get("vectors_per_passage", 1)
     if not isinstance(per, int) or isinstance(per, bool) or per < 1 or index.ntotal % per:
         raise InputError(meta_path, f"vectors_per_passage {per!r} must be a positive integer dividing the "
@@ -301,11 +310,12 @@ def _shard_order(shards: list[DenseIndex]) -> list[DenseIndex]:
 
 
 def merge_indexes(shard_folders: Sequence[str | Path], output: str | Path, index_type: str | None = None,
-                  **params: int) -> DenseIndex:
+                  show_progress: bool = False, **params: int) -> DenseIndex:
     """Concatenate dense indexes (shards in shard order, else as given) into one index at ``output``.
 
     The merged index is rebuilt from the shards' raw vectors with :func:`build_index`, as ``index_type``
-    (default: the shards' common type) with ``params`` (default: that type's defaults for the merged size).
+    (default: the shards' common type) with ``params`` (default: that type's defaults for the merged size), with
+    its bar when ``show_progress``.
     """
     if not shard_folders:
         raise ValueError("no indexes to merge")
@@ -328,7 +338,7 @@ def merge_indexes(shard_folders: Sequence[str | Path], output: str | Path, index
     scratch = output.with_name(f".{output.name}.vectors.npy")
     try:
         vectors = concat_vectors([stored_vectors(s) for s in shards], scratch)
-        index = build_index(vectors, index_type, **params)
+        index = build_index(vectors, index_type, show_progress, **params)
         meta = {key: first.meta[key] for key in (*SHARED_META, "corpus") if key in first.meta}
         meta["merged_from"] = [str(s.folder) for s in shards]
         per = first.vectors_per_passage

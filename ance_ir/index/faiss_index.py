@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import warnings
 from typing import Any
 
 import faiss
 import numpy as np
+from tqdm import tqdm
+
+from ance_ir.data.resume import BAR_DELAY_S
 
 INDEX_TYPES = ("flat", "hnsw", "ivfpq")
 HNSW_DEFAULTS = {"m": 32, "ef_construction": 200, "ef_search": 128}
@@ -58,12 +62,17 @@ def to_gpu(index: faiss.Index) -> faiss.Index:
         return index
 
 
-def _add(index: faiss.Index, vectors: np.ndarray) -> None:
-    for start in range(0, len(vectors), ADD_BATCH):
-        batch = np.ascontiguousarray(vectors[start:start + ADD_BATCH], dtype=np.float32)
-        if not np.isfinite(batch).all():
-            raise ValueError(f"vectors contain NaN or infinity (in rows {start}..{start + len(batch) - 1})")
-        index.add(batch)
+def _add(index: faiss.Index, vectors: np.ndarray, desc: str, show_progress: bool) -> None:
+    """Add ``vectors`` to ``index`` ``ADD_BATCH`` rows at a time, with a bar (``desc``) on stderr when
+    ``show_progress`` and the adding takes more than ``BAR_DELAY_S``."""
+    with tqdm(total=len(vectors), desc=desc, unit="vector", disable=not show_progress, delay=BAR_DELAY_S,
+              file=sys.stderr) as bar:
+        for start in range(0, len(vectors), ADD_BATCH):
+            batch = np.ascontiguousarray(vectors[start:start + ADD_BATCH], dtype=np.float32)
+            if not np.isfinite(batch).all():
+                raise ValueError(f"vectors contain NaN or infinity (in rows {start}..{start + len(batch) - 1})")
+            index.add(batch)
+            bar.update(len(batch))
 
 
 def _training_sample(vectors: np.ndarray, size: int) -> np.ndarray:
@@ -73,7 +82,8 @@ def _training_sample(vectors: np.ndarray, size: int) -> np.ndarray:
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
 
-def _build_ivfpq(vectors: np.ndarray, nlist: int, m: int, nbits: int, nprobe: int) -> faiss.Index:
+def _build_ivfpq(vectors: np.ndarray, show_progress: bool, nlist: int, m: int, nbits: int,
+                 nprobe: int) -> faiss.Index:
     n, dim = vectors.shape
     if dim % m:
         raise ValueError(f"ivfpq m={m} must divide the vector dimension {dim}")
@@ -87,18 +97,23 @@ def _build_ivfpq(vectors: np.ndarray, nlist: int, m: int, nbits: int, nprobe: in
     # the warning goes: the index is the same)
     index.cp.min_points_per_centroid = index.pq.cp.min_points_per_centroid = 1
     work = to_gpu(index)
+    if show_progress:
+        print(f"training IVF-PQ ({nlist} lists, {m} sub-quantizers of {2 ** nbits} codes) ...", file=sys.stderr)
     work.train(_training_sample(vectors, 256 * max(nlist, 2 ** nbits)))
-    _add(work, vectors)
+    _add(work, vectors, "build ivfpq index", show_progress)
     return index if work is index else faiss.index_gpu_to_cpu(work)
 
 
-def build_index(vectors: np.ndarray, index_type: str = "flat", **params: int) -> faiss.Index:
+def build_index(vectors: np.ndarray, index_type: str = "flat", show_progress: bool = False,
+                **params: int) -> faiss.Index:
     """Build a CPU inner-product index over ``vectors`` (``[N, D]``; row i becomes faiss id i).
 
     ``flat``: exact ``IndexFlatIP``. ``hnsw``: ``IndexHNSWFlat`` with ``m`` (neighbours, 32),
     ``ef_construction`` (200) and ``ef_search`` (128). ``ivfpq``: ``IndexIVFPQ`` with ``nlist``, ``m``
     (sub-quantizers, must divide D), ``nbits`` and ``nprobe``, trained on the vectors; defaults from
-    :func:`ivfpq_defaults`. IVF-PQ trains and encodes on a GPU when faiss has one.
+    :func:`ivfpq_defaults`. IVF-PQ trains and encodes on a GPU when faiss has one. ``show_progress``: a bar on
+    stderr for a build that takes more than ``BAR_DELAY_S`` (HNSW's graph, IVF-PQ's encoding), a line before
+    IVF-PQ's training.
     """
     if index_type not in INDEX_TYPES:
         raise ValueError(f"unknown index type {index_type!r}; choose from {', '.join(INDEX_TYPES)}")
@@ -114,8 +129,8 @@ def build_index(vectors: np.ndarray, index_type: str = "flat", **params: int) ->
         index.hnsw.efConstruction = p["ef_construction"]
         index.hnsw.efSearch = p["ef_search"]
     else:
-        return _build_ivfpq(vectors, **_check_params(index_type, params, ivfpq_defaults(n, dim)))
-    _add(index, vectors)
+        return _build_ivfpq(vectors, show_progress, **_check_params(index_type, params, ivfpq_defaults(n, dim)))
+    _add(index, vectors, f"build {index_type} index", show_progress)
     return index
 
 

@@ -28,10 +28,11 @@ def vector_line(docid: str, text: str, vector: Mapping[str, int]) -> str:
     return json.dumps({"id": docid, "contents": text, "vector": dict(vector)}, ensure_ascii=False) + "\n"
 
 
-def check_vector_collection(files: Iterable[Path]) -> int:
+def check_vector_collection(files: Iterable[Path]) -> tuple[int, int]:
     """Validate ``JsonVectorCollection`` files (an ``id`` string, ``contents`` string, ``vector`` of terms free of
-    whitespace to positive integers); the number of documents, or :class:`InputError` naming the file and line."""
-    count, seen = 0, set()
+    whitespace to positive integers); the number of documents and of their postings (terms), or :class:`InputError`
+    naming the file and line."""
+    count, postings, seen = 0, 0, set()
     for path in files:
         with open(path, "rb") as f:
             for number, raw in enumerate(f, 1):
@@ -56,7 +57,8 @@ def check_vector_collection(files: Iterable[Path]) -> int:
                     raise InputError(path, f"duplicate id {doc['id']!r}", number)
                 seen.add(doc["id"])
                 count += 1
-    return count
+                postings += len(vector)
+    return count, postings
 
 
 def is_impact_index(folder: str | Path) -> bool:
