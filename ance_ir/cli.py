@@ -197,13 +197,23 @@ def check_new_folder(path: str | Path, force: bool) -> Path:
     return path
 
 
-def check_apart(output: str | Path, inputs: Iterable[str | Path], folders: Iterable[str | Path] = ()) -> None:
+def check_apart(output: str | Path, inputs: Iterable[str | Path | None], folders: Iterable[str | Path | None] = (),
+                models: Iterable[str] = ()) -> None:
     """InputError when the output ``output`` is one of ``inputs`` or holds one (writing or replacing it would change or
-    delete that input), or lies inside one of the input ``folders`` (it would change what they hold). Inputs that
-    are not paths here (a dataset or Hugging Face name) are skipped."""
-    out = Path(output).resolve()
-    for given in inputs:
-        source = Path(given).resolve()
+    delete that input), or lies inside one of the input ``folders`` (it would change what they hold). ``models`` are
+    inputs too, as given and as the folder they load from (a training run's ``final/``). Inputs that are not paths
+    here (None, a dataset or Hugging Face name) are skipped; an output that is a symbolic link is the link, which
+    writing replaces, not its target."""
+    from ance_ir.modeling.resolve import ModelNotAvailableError, resolve_model_path
+
+    out = Path(output).expanduser()
+    out = out.parent.resolve() / out.name
+    sources = [given for given in inputs if given]
+    for model in models:
+        with contextlib.suppress(ModelNotAvailableError):  # loading the model says what is wrong with it
+            sources += [model, resolve_model_path(model)]
+    for given in sources:
+        source = Path(given).expanduser().resolve()
         if not source.exists():
             continue
         if out == source:
@@ -211,8 +221,9 @@ def check_apart(output: str | Path, inputs: Iterable[str | Path], folders: Itera
         if source.is_relative_to(out):
             raise InputError(output, f"holds the input {given}, which writing it would replace; write the output "
                                      "elsewhere")
-    for given in folders:
-        if out.is_relative_to(Path(given).resolve()) and Path(given).is_dir():
+    for given in filter(None, folders):
+        folder = Path(given).expanduser().resolve()
+        if out.is_relative_to(folder) and folder.is_dir():
             raise InputError(output, f"lies inside the input {given}; write the output elsewhere")
 
 

@@ -42,8 +42,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from ance_ir.bm25 import BM25Searcher
-    from ance_ir.bm25.index import build_lucene_index
-    from ance_ir.index.impact import build_lucene_impact_index, vector_line
+    from ance_ir.bm25.index import build_lucene_index, run_lucene_indexer
+    from ance_ir.index.impact import vector_line
     from ance_ir.modeling.inference import resolve_precision
     from ance_ir.modeling.kinds import load_model
     from ance_ir.modeling.splade import quantize
@@ -67,7 +67,9 @@ def main() -> None:
                                                                                          strict=True))
         (Path(tmp) / "corpus.jsonl").write_text("".join(json.dumps({"id": p.docid, "contents": p.text}) + "\n"
                                                         for p in passages), encoding="utf-8")
-        impact_index_s = timed(lambda: build_lucene_impact_index(collection, Path(tmp) / "impact", args.threads))
+        impact_index_s = timed(lambda: run_lucene_indexer(
+            ["--collection", "JsonVectorCollection", "--impact", "--pretokenized"], collection, Path(tmp) / "impact",
+            args.threads, collection, len(passages)))
         bm25_index_s = timed(lambda: build_lucene_index(Path(tmp) / "corpus.jsonl", Path(tmp) / "bm25",
                                                         args.threads))
 

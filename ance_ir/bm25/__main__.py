@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.bm25 import BM25Searcher
 
     check_output(args.output)
+    check_apart(args.output, [args.topics, args.qrels], [args.index])
     check_run_tag(args.run_tag)
     topics = resolve_topics(args.topics)
     qrels = resolve_eval_qrels(args.qrels, args.topics, topics)

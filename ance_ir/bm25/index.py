@@ -62,7 +62,8 @@ def run_lucene_indexer(options: list[str], collection: Path, index: Path, thread
                 log.append(line)
                 if counted := _INDEXED.search(line):
                     bar.update(_count(counted[1]) - bar.n)
-            indexer.wait()
+            if indexer.wait() == 0:
+                bar.update(passages - bar.n)  # Anserini's counts leave out the passages without text
         except BaseException:  # an interrupt: the indexer goes with it
             indexer.kill()
             indexer.wait()

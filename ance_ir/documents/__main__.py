@@ -114,6 +114,7 @@ def _positions(model: str | Path, tokenizer: Any) -> int:
 
 def _pool(args: argparse.Namespace) -> None:
     check_output(args.output)
+    check_apart(args.output, [args.run])
     tag = check_run_tag(args.run_tag or Path(args.output).name.split(".")[0])
     run = read_run(args.run)
     _check_split_ids((docid for ranking in run.values() for docid, _ in ranking), args.delimiter, args.run)

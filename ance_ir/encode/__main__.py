@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if launch is None:
         device = _device(args)
         corpus = resolve_corpus(args.corpus)
-        check_apart(args.output, [corpus, args.encoder])
+        check_apart(args.output, [corpus], models=[args.encoder])
         dense = _encode(args, device, corpus, Path(args.output), args.shard, args.index_type,
                         overwrite=args.force, show_progress=not args.quiet)
         _report(dense, args.output)
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         _device(args, launch)
         check_new_folder(output, args.force)
         corpus = resolve_corpus(args.corpus)
-        check_apart(output, [corpus, args.encoder])
+        check_apart(output, [corpus], models=[args.encoder])
         return corpus
 
     def encode_shard(corpus: Path) -> None:

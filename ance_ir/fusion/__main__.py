@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ance_ir.cli import (
     ArgumentParser,
+    check_apart,
     check_output,
     fill_defaults,
     given_flags,
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     depth = args.depth or max(args.hits, 1000)
     check_output(args.output)
+    check_apart(args.output, args.runs)
     check_run_tag(args.run_tag)
     _check_method_settings(args)
     fill_defaults(args, {"method": DEFAULT_METHOD, "alpha": 0.5, "alphas": list(DEFAULT_ALPHAS), "rrf_k": 60})

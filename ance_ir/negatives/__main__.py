@@ -34,6 +34,7 @@ import sys
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    check_apart,
     check_output,
     fill_defaults,
     finite_float,
@@ -145,6 +146,7 @@ def _key_value(text: str) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_output(args.output)
+    check_apart(args.output, [args.topics, args.qrels, args.corpus, args.run], [args.index])
     load_cli_plugins(args.imports)
 
     from ance_ir.data import write_groups

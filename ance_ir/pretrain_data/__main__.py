@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from ance_ir.cli import ArgumentParser, check_output, non_negative_int, positive_int, run_cli
+from ance_ir.cli import ArgumentParser, check_apart, check_output, non_negative_int, positive_int, run_cli
 from ance_ir.pretrain_data import SOURCES
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     for flag, path in (("--output", args.output), ("--topics-out", args.topics_out), ("--qrels-out", args.qrels_out)):
         if path:
             where = check_output(path).resolve()
+            check_apart(path, [args.corpus])
             if where in written:
                 raise ValueError(f"{written[where]} and {flag} name the same file {path}: each needs its own")
             written[where] = flag

@@ -36,6 +36,7 @@ from pathlib import Path
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    check_apart,
     check_output,
     fill_defaults,
     given_flags,
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run and not args.topics:
         raise ValueError("--run needs --topics (the queries' texts)")
     check_output(args.output)
+    check_apart(args.output, [args.run, args.groups, args.topics, args.corpus, args.qrels])
     if args.run:
         args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem.removesuffix(".trec"))
     load_cli_plugins(args.imports)

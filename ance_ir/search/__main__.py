@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    check_apart,
     check_output,
     fill_defaults,
     given_flags,
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_output(args.output)
+    check_apart(args.output, [args.topics, args.qrels], [args.index, args.bm25_index])
     args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem)
     _check_hybrid_settings(args)
     load_cli_plugins(args.imports)

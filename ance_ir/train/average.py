@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_new_folder(args.output, args.force)
-    check_apart(args.output, args.models)
+    check_apart(args.output, [], models=args.models)
     load_cli_plugins(args.imports)
     model = average_models(args.models, args.weights, args.kind)
     save_average(model, args.output, args.models, weight_shares(args.weights, len(args.models)))

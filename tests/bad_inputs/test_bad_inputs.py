@@ -622,6 +622,26 @@ CASES = {
     "documents-derive-over-its-corpus": Case("documents", "derive --corpus {T}/corpus.jsonl --output {T}",
                                              "{T}/corpus.jsonl", "is the input {T}/corpus.jsonl",
                                              {"corpus.jsonl": SEGMENTS["seg.jsonl"]}),
+    "encode-output-is-a-runs-final-model": Case("encode", ENCODE.replace("{W}/model", "{T}/run").replace(
+        "{T}/index", "{T}/run/final --force"), "{T}/run/final", "is the input {T}/run/final",
+        {"run/checkpoints": None, "run/final": None}),
+    "average-output-is-a-runs-final-model": Case("train.average", "--models {T}/run {W}/model --output {T}/run/final "
+                                                 "--force", "{T}/run/final", "is the input {T}/run/final",
+                                                 {"run/checkpoints": None, "run/final": None}),
+    "fusion-output-is-an-input-run": Case("fusion", FUSION.replace("{T}/fused.trec", "{W}/run2.trec"),
+                                          "{W}/run2.trec", "is the input {W}/run2.trec"),
+    "rerank-output-is-its-run": Case("rerank", RERANK.replace("{T}/ce.trec", "{W}/run.trec"), "{W}/run.trec",
+                                     "is the input {W}/run.trec"),
+    "negatives-output-is-its-topics": Case("negatives", NEGATIVES.replace("{T}/groups.jsonl", "{W}/topics.tsv"),
+                                           "{W}/topics.tsv", "is the input {W}/topics.tsv"),
+    "documents-pool-over-its-run": Case("documents", POOL.replace("{T}/p.trec", "{W}/run.trec"), "{W}/run.trec",
+                                        "is the input {W}/run.trec"),
+    "bm25-search-output-inside-the-index": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{W}/lucene/run.trec"),
+                                                "{W}/lucene/run.trec", "lies inside the input {W}/lucene"),
+    "search-output-is-its-qrels": Case("search", SEARCH.replace("{T}/run.trec", "{W}/qrels.txt --qrels {W}/qrels.txt"),
+                                       "{W}/qrels.txt", "is the input {W}/qrels.txt"),
+    "pretrain-data-output-is-its-corpus": Case("pretrain_data", "ict --corpus {W}/corpus.jsonl --output "
+                                               "{W}/corpus.jsonl", "{W}/corpus.jsonl", "is the input {W}/corpus.jsonl"),
     "documents-split-over-its-corpus": Case("documents", SPLIT.replace("{T}/s.jsonl", "{W}/corpus.jsonl"),
                                             "{W}/corpus.jsonl", "is the input {W}/corpus.jsonl"),
     # datasets
@@ -799,3 +819,16 @@ def test_bm25_search_prints_no_jvm_warning_unless_verbose(world, tmp_path):
     assert quiet.returncode == 0 and quiet.stderr == f"wrote {tmp_path / 'run.trec'}: 3 queries\n"
     verbose = subprocess.run([*argv, "--verbose"], capture_output=True, text=True, env=env)
     assert verbose.returncode == 0 and "WARNING" in verbose.stderr  # what --verbose lets through on this JDK
+
+
+def test_an_output_that_is_a_symbolic_link_is_the_link_not_its_target(tmp_path):
+    """Writing (or with --force replacing) a link replaces the link: a link to the folder of an input is no clash."""
+    from ance_ir.cli import check_apart
+    from ance_ir.data import InputError
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "c.jsonl").write_text('{"id": "d1", "contents": "a"}\n')
+    (tmp_path / "link").symlink_to(tmp_path / "d")
+    check_apart(tmp_path / "link", [tmp_path / "d" / "c.jsonl"])
+    with pytest.raises(InputError, match="holds the input"):
+        check_apart(tmp_path / "d", [tmp_path / "link" / "c.jsonl"])
