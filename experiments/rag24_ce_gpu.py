@@ -28,7 +28,7 @@ def ict_negatives(corpus: str, per_passage: int, seed: int, depth: int) -> dict[
     data = ICTSource.from_settings(corpus, {"per_passage": per_passage}, seed).load()
     with tempfile.TemporaryDirectory() as tmp:
         index = build_lucene_index(data.corpus_path, Path(tmp) / "index")
-        return search_bm25_candidates(index, data, depth, progress=True)
+        return search_bm25_candidates(index, data, depth, Path(tmp) / "candidates", progress=True)
 
 
 def main() -> None:

@@ -110,7 +110,7 @@ def test_inbatch_and_dpr_force_in_batch(toy_collection, tmp_path):
         _config(toy_collection, tmp_path, negatives="random", n_negatives=0)
 
 
-def test_bm25_negatives_from_a_lucene_index_built_in_the_run(toy_collection, tmp_path):
+def test_bm25_negatives_from_a_lucene_index_built_in_the_run(toy_collection, tmp_path, monkeypatch):
     sampler, data = _sampler(toy_collection, tmp_path, negatives="bm25", negative_depth=4)
     index = RunDir(tmp_path / "run").bm25_index
     assert any(index.glob("segments*"))
@@ -122,7 +122,11 @@ def test_bm25_negatives_from_a_lucene_index_built_in_the_run(toy_collection, tmp
         assert {d for draw in draws for d in draw} <= set(expected[qid][:4]) | set(DOCIDS)
 
     built = max(p.stat().st_mtime_ns for p in index.glob("segments*"))
-    _sampler(toy_collection, tmp_path, negatives="bm25", negative_depth=4)  # the run's own index is reused
+    assert (RunDir(tmp_path / "run").candidates / "ranking-00000.jsonl").is_file()
+    with monkeypatch.context() as patch:  # a resumed run: the run's own index and its kept rankings are reused
+        patch.setattr("ance_ir.negatives.sources.BM25Source.retrieve", lambda *_: pytest.fail("retrieved again"))
+        again, _ = _sampler(toy_collection, tmp_path, negatives="bm25", negative_depth=4)
+    assert again.candidates == expected
     assert max(p.stat().st_mtime_ns for p in index.glob("segments*")) == built
     corpus = data.corpus_path
     os.utime(corpus, ns=(built + 10**9, built + 10**9))  # an edited corpus: the index is built again
@@ -255,3 +259,20 @@ def test_bm25_rand_mixes_bm25_candidates_and_random_passages(toy_collection, tmp
     assert isinstance(sampler, BM25RandNegatives) and sampler.share == 0.5 and sampler.candidates
     with pytest.raises(ValueError, match="negatives.bm25_share: must be a probability"):
         _config(toy_collection, tmp_path, negatives="bm25-rand", **{"negatives.bm25_share": 1.5})
+
+
+def test_the_candidates_sampler_keeps_its_rankings_for_a_resumed_run(toy_collection, tmp_path, monkeypatch):
+    from ance_ir.bm25 import build_lucene_index
+
+    index = build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
+    settings = {"negatives": "candidates", "negatives.source": "bm25", "negatives.index": str(index),
+                "negative_depth": 4}
+    first, data = _sampler(toy_collection, tmp_path, **settings)
+    assert set(first.candidates) == set(data.queries) and any(first.candidates.values())
+    assert (RunDir(tmp_path / "run").candidates / "job.json").is_file()
+    with monkeypatch.context() as patch:
+        patch.setattr("ance_ir.negatives.sources.BM25Source.retrieve", lambda *_: pytest.fail("retrieved again"))
+        again, _ = _sampler(toy_collection, tmp_path, **settings)
+    assert again.candidates == first.candidates
+    with pytest.raises(InputError, match="candidates: holds an unfinished retrieval with a different depth"):
+        _sampler(toy_collection, tmp_path, **{**settings, "negative_depth": 3})

@@ -38,13 +38,15 @@ class ChunkedRetrieval(CandidateSource):
     :data:`QUERY_CHUNK`).
 
     ``settings`` (the source's name and parameters) decide whether kept chunks may be reused: a rerun with other
-    settings, queries or depth is refused (:func:`~ance_ir.data.resume.open_work`).
+    settings, queries or depth is refused (:func:`~ance_ir.data.resume.open_work`). The chunks are kept in
+    ``work`` (default :func:`~ance_ir.data.resume.work_folder` ``(output)``, which the caller removes once its
+    output is written; a training run keeps its own for good).
     """
 
     def __init__(self, source: CandidateSource, output: str | Path, settings: dict[str, Any],
-                 chunk_size: int | None = None, show_progress: bool = True):
+                 chunk_size: int | None = None, show_progress: bool = True, work: Path | None = None):
         self.source, self.output, self.settings = source, Path(output), settings
-        self.work, self.chunk_size = work_folder(output), chunk_size or QUERY_CHUNK
+        self.work, self.chunk_size = work or work_folder(output), chunk_size or QUERY_CHUNK
         self.show_progress = show_progress
         self.name = source.name
         self._opened = False

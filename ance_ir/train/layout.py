@@ -68,3 +68,9 @@ class RunDir:
     def bm25_index(self) -> Path:
         """The Lucene index built for the bm25/dpr strategies when none is given."""
         return self.root / "bm25-index"
+
+    @property
+    def candidates(self) -> Path:
+        """The negative sampler's candidate rankings, ``ranking-NNNNN.jsonl`` chunks and ``job.json``
+        (:class:`~ance_ir.negatives.resume.ChunkedRetrieval`): retrieved once, read again by a resumed run."""
+        return self.root / "candidates"

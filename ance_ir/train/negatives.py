@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -27,6 +28,7 @@ from ance_ir.train.registry import Registry
 from ance_ir.train.settings import ConfigError
 
 if TYPE_CHECKING:
+    from ance_ir.negatives.sources import CandidateSource
     from ance_ir.train.arguments import TrainConfig
     from ance_ir.train.dataset import TrainData
     from ance_ir.train.distributed import Distributed
@@ -156,20 +158,36 @@ class BM25Negatives(CandidateNegatives):
 
             index = Path(config.negatives.bm25_index) if config.negatives.bm25_index else run.bm25_index
             if not config.negatives.bm25_index and _older_than(index, data.corpus_path):
-                # none yet, or one of the corpus before an edit
+                # none yet, or one of the corpus before an edit (whose kept candidates go with it)
+                shutil.rmtree(run.candidates, ignore_errors=True)
                 build_lucene_index(data.corpus_path, index, progress=config.progress)
-            return search_bm25_candidates(index, data, config.negatives.depth, config.progress)
+            return search_bm25_candidates(index, data, config.negatives.depth, run.candidates, config.progress)
 
         return dist.on_main(search)
 
 
-def search_bm25_candidates(index: Path, data: TrainData, depth: int, progress: bool = False) -> dict[str, list[str]]:
+def search_bm25_candidates(index: Path, data: TrainData, depth: int, kept: Path,
+                           progress: bool = False) -> dict[str, list[str]]:
     """Each of ``data``'s queries' BM25 top ``depth`` in the Lucene ``index``, its excluded passages (judged ones, a
-    pretraining pair's own) removed: what the ``bm25`` sampler draws from."""
-    from ance_ir.bm25 import bm25_negatives
+    pretraining pair's own) removed: what the ``bm25`` sampler draws from; the rankings kept in ``kept``
+    (:func:`kept_retrieval`)."""
+    from ance_ir.negatives.sources import BM25Source
 
-    exclude = {qid: sorted(docs) for qid, docs in data.exclude.items()}
-    return bm25_negatives(index, data.queries, exclude, depth=depth, progress=progress)
+    ranking = kept_retrieval(BM25Source(index), {"source": "bm25"}, data.queries, depth, kept, progress)
+    return {qid: [d for d, _ in ranked if d not in data.exclude.get(qid, ())] for qid, ranked in ranking.items()}
+
+
+def kept_retrieval(source: CandidateSource, settings: dict[str, Any], queries: Mapping[str, str], depth: int,
+                   kept: Path, progress: bool) -> dict[str, list[tuple[str, float]]]:
+    """``source``'s top ``depth`` for ``queries``, retrieved in chunks kept in the folder ``kept`` (a run's
+    ``candidates/``): a resumed run, or one interrupted while retrieving, reads what was retrieved instead of
+    retrieving it again. ``settings`` (the source's name and parameters) and the source's ``resume_record`` decide
+    whether the kept chunks are reused; other ones are refused."""
+    from ance_ir.negatives.resume import ChunkedRetrieval
+
+    chunked = ChunkedRetrieval(source, kept, {**settings, **source.resume_record()}, show_progress=progress,
+                               work=kept)
+    return chunked.retrieve(queries, depth)
 
 
 def _older_than(index: Path, corpus: Path) -> bool:
@@ -439,8 +457,12 @@ class SourceNegatives(CandidateNegatives):
             from ance_ir.negatives.sources import build_source
 
             params = dict(config.negatives.options)
-            source = build_source(params.pop("source"), **params)
-            ranking = source.retrieve(data.queries, config.negatives.depth)
+            name = params.pop("source")
+            source = build_source(name, **params)
+            settings = {"source": name, **{k: v for k, v in params.items() if k != "threads"}}
+            ranking = (kept_retrieval(source, settings, data.queries, config.negatives.depth, run.candidates,
+                                      config.progress) if source.computes
+                       else source.retrieve(data.queries, config.negatives.depth))
             mined = mine(ranking, {}, data.exclude, config.negatives.depth)
             return {qid: [docid for docid, _ in ranked] for qid, ranked in mined.items()}
 
