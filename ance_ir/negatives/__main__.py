@@ -12,7 +12,7 @@ source's scores. Passages judged >= --exclude-grade are never negatives. --skip 
 ranks in [skip, max-rank) (0-based, counted before any removal); --margin / --relative-margin drop
 candidates scoring within that distance of the query's lowest-scoring retrieved positive (the rules of
 sentence-transformers' mine_hard_negatives). With the defaults and a bm25 source this is exactly the
-trainer's BM25 warm-up negatives (ance_ir.bm25.bm25_negatives at depth 200).
+trainer's BM25 warm-up negatives (the bm25 sampler's, as ance_ir.bm25.bm25_negatives gives them, at depth 200).
 
 The candidates are retrieved in chunks of 512 queries, each kept in OUTPUT.partial until the groups are written: an
 interrupted run resumes from the chunks it finished, and a rerun with other source settings, topics or --hits is

@@ -12,7 +12,8 @@
 
 and stops at ``depth`` negatives. Removed candidates are not replaced by deeper ones beyond the ranking:
 with ``depth`` equal to the retrieval depth, no skip and no margins, the result is the ranking minus the
-judged passages, which is what :func:`ance_ir.bm25.bm25_negatives` gives the trainer.
+judged passages, which is what the trainer's ``bm25`` sampler draws from
+(:func:`ance_ir.train.negatives.search_bm25_candidates`, the same as :func:`ance_ir.bm25.bm25_negatives`).
 """
 
 from __future__ import annotations
