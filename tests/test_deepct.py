@@ -169,7 +169,8 @@ def test_hdct_scores_windows_of_a_long_text_and_aggregates_them(toy_bert, aggreg
     assert "bread" not in weights  # past the third window
 
 
-def test_the_impact_index_rewritten_for_bm25_repeats_each_word_by_its_impact(toy, toy_bert, tmp_path, capsys):
+def test_the_impact_index_rewritten_for_bm25_repeats_each_word_by_its_impact(toy, toy_bert, tmp_path, capsys,
+                                                                              monkeypatch):
     model = constant_model(toy_bert, 0.03)
     model.save_pretrained(tmp_path / "deepct")
     index = tmp_path / "index"
@@ -178,7 +179,15 @@ def test_the_impact_index_rewritten_for_bm25_repeats_each_word_by_its_impact(toy
     assert code == 0, err
     corpus = tmp_path / "rewritten.jsonl"
     code, err = run_main(rewrite_main, "--index", str(index), "--output", str(corpus), capsys=capsys)
-    assert code == 0, err
+    assert code == 0 and "rewrite:" not in err, err  # quicker than BAR_DELAY_S: no bar
+    monkeypatch.setattr("ance_ir.index.rewrite.BAR_DELAY_S", 0)
+    code, err = run_main(rewrite_main, "--index", str(index), "--output", str(tmp_path / "again.jsonl"),
+                         capsys=capsys)
+    assert code == 0 and f"rewrite: {len(TOY_PASSAGES)}passage [" in err, err
+    assert (tmp_path / "again.jsonl").read_bytes() == corpus.read_bytes()
+    code, err = run_main(rewrite_main, "--index", str(index), "--output", str(tmp_path / "quiet.jsonl"), "--quiet",
+                         capsys=capsys)
+    assert code == 0 and "rewrite:" not in err, err
     rewritten = {d["id"]: d["contents"] for d in map(json.loads, corpus.read_text().splitlines())}
     assert list(rewritten) == list(TOY_PASSAGES)
     weights = model.encode_passages(list(TOY_PASSAGES.values()))

@@ -91,3 +91,18 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"error: {run}:2:") and not pooled.exists()
     assert list(tmp_path.iterdir()) == [run]
+
+
+def test_split_shows_a_bar_past_its_delay_unless_quiet(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    from ance_ir.documents.__main__ import main as documents_main
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"doc{i}", "contents": "the cat sat on the mat"}) + "\n"
+                              for i in range(3)))
+    args = ["split", "--corpus", str(corpus), "--tokenizer", str(tiny_bert_dir), "--length", "2"]
+    monkeypatch.setattr("ance_ir.documents.__main__.BAR_DELAY_S", 0)
+    assert documents_main([*args, "--output", str(tmp_path / "a.jsonl")]) == 0
+    assert "split: 3document [" in capsys.readouterr().err
+    assert documents_main([*args, "--output", str(tmp_path / "b.jsonl"), "--quiet"]) == 0
+    assert "split:" not in capsys.readouterr().err
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()

@@ -22,10 +22,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from ance_ir.cli import ArgumentParser, check_apart, check_output, positive_int, run_cli
 from ance_ir.data import InputError, check_run_tag, read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
+from ance_ir.data.resume import BAR_DELAY_S
 from ance_ir.datasets import resolve_corpus, resolve_qrels
 from ance_ir.documents import POOLINGS, document_qrels, documents_from_segments, pool_run
 from ance_ir.documents.segments import DEFAULT_DELIMITER
@@ -97,7 +100,9 @@ def _split(args: argparse.Namespace) -> None:
     if args.length > positions - special:
         raise ValueError(f"--length: at most the model's {positions} positions less its {special} special tokens, "
                          f"{positions - special}, got {args.length}")
-    n = write_corpus(split_documents(iter_corpus(corpus), corpus, tokenizer, args.length, args.stride or args.length,
+    documents = tqdm(iter_corpus(corpus), desc="split", unit="document", disable=args.quiet, delay=BAR_DELAY_S,
+                     file=sys.stderr)
+    n = write_corpus(split_documents(documents, corpus, tokenizer, args.length, args.stride or args.length,
                                      args.max_passages, args.delimiter), args.output)
     print(f"wrote {args.output}: {n} passages", file=sys.stderr)
 
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     split.add_argument("--max-passages", type=positive_int, help="windows kept per document (1: FirstP; "
                                                                  "default: all)")
     split.add_argument("--output", required=True, help="passage corpus to write (JSONL, or TSV by extension)")
+    split.add_argument("--quiet", action="store_true", help="no progress bar (shown past a few seconds)")
     pool = sub.add_parser("pool", help="a passage run ranked by document (MaxP, FirstP)")
     pool.add_argument("--run", required=True, help="TREC run of passages DOCID#K")
     pool.add_argument("--pooling", choices=POOLINGS, default="max", help="max: MaxP; first: FirstP (default max)")

@@ -16,9 +16,12 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ance_ir.cli import ArgumentParser, check_apart, check_output, run_cli
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_write
+from ance_ir.data.resume import BAR_DELAY_S
 from ance_ir.index.impact import COLLECTION, check_vector_collection, read_meta
 
 
@@ -46,12 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", required=True, help="impact index folder (python -m ance_ir.encode with a "
                                                        "deepct or splade model)")
     parser.add_argument("--output", required=True, help="JSONL corpus to write (id, contents)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (shown past a few seconds)")
     args = parser.parse_args(argv)
     check_output(args.output)
     check_apart(args.output, [args.index], [args.index])
     passages = empty = 0
     with atomic_write(args.output) as f:
-        for docid, text in rewritten_passages(args.index):
+        for docid, text in tqdm(rewritten_passages(args.index), desc="rewrite", unit="passage", disable=args.quiet,
+                                delay=BAR_DELAY_S, file=sys.stderr):
             f.write(json.dumps({"id": docid, "contents": text}, ensure_ascii=False) + "\n")
             passages += 1
             empty += not text
