@@ -414,3 +414,17 @@ def test_colbertv2_distils_a_teachers_scores_with_kl(bert, collection, tmp_path)
         docids = sorted(scores, key=scores.get, reverse=True)
         student = model.score_pairs([TOY_TOPICS[qid]] * 3, [TOY_PASSAGES[d] for d in docids])
         assert list(np.argsort(-np.asarray(student))) == [0, 1, 2], qid
+
+
+def test_assigning_centroids_shows_a_bar_past_its_delay(monkeypatch, capsys):
+    from ance_ir.index.token_index import assign_centroids
+
+    rng = np.random.default_rng(0)
+    vectors, centroids = rng.standard_normal((50, 8)).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32)
+    quick = assign_centroids(vectors, centroids, show_progress=True)
+    assert capsys.readouterr().err == ""
+    assert np.array_equal(quick, np.argmax(vectors @ centroids.T, axis=1))
+    monkeypatch.setattr("ance_ir.index.token_index.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.index.token_index._BLOCK", 16)
+    assert np.array_equal(assign_centroids(vectors, centroids, show_progress=True), quick)
+    assert "assign centroids: 100%|██████████| 50/50" in capsys.readouterr().err

@@ -65,7 +65,7 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
         meta["compression"] = None
         with kept_on_interrupt(work, "building the token index"):
             centers = train_centroids(vectors, count, seed)
-            index = write_token_index(output, docids, doclens, centers, assign_centroids(vectors, centers), meta,
-                                      vectors=vectors)
+            codes = assign_centroids(vectors, centers, show_progress)
+            index = write_token_index(output, docids, doclens, centers, codes, meta, vectors=vectors)
         shutil.rmtree(work)
         return index

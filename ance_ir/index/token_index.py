@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +32,11 @@ from typing import Any
 import faiss
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_text
+from ance_ir.data.resume import BAR_DELAY_S
 from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid, check_docid_lines, load_array
 from ance_ir.index.records import check_model_record
 
@@ -64,14 +67,18 @@ def train_centroids(vectors: np.ndarray, count: int, seed: int = 0, iterations: 
     return kmeans.centroids.astype(np.float32)
 
 
-def assign_centroids(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Each vector's nearest centroid by inner product, as the smallest unsigned type that holds the ids."""
+def assign_centroids(vectors: np.ndarray, centroids: np.ndarray, show_progress: bool = False) -> np.ndarray:
+    """Each vector's nearest centroid by inner product, as the smallest unsigned type that holds the ids; a bar on
+    stderr with ``show_progress`` once it takes more than ``BAR_DELAY_S``."""
     index = faiss.IndexFlatIP(centroids.shape[1])
     index.add(np.ascontiguousarray(centroids, dtype=np.float32))
     codes = np.empty(len(vectors), dtype=np.uint16 if len(centroids) <= 2 ** 16 else np.int32)
-    for start in range(0, len(vectors), _BLOCK):
-        block = np.ascontiguousarray(vectors[start:start + _BLOCK], dtype=np.float32)
-        codes[start:start + len(block)] = index.search(block, 1)[1][:, 0]
+    with tqdm(total=len(vectors), desc="assign centroids", unit="vector", disable=not show_progress,
+              delay=BAR_DELAY_S, file=sys.stderr) as bar:
+        for start in range(0, len(vectors), _BLOCK):
+            block = np.ascontiguousarray(vectors[start:start + _BLOCK], dtype=np.float32)
+            codes[start:start + len(block)] = index.search(block, 1)[1][:, 0]
+            bar.update(len(block))
     return codes
 
 
