@@ -194,6 +194,7 @@ def test_cli_bm25_defaults_give_the_trainers_warm_up_negatives(lucene, broad, tm
     assert [p.docid for p in groups[0].positives] == ["d2", "d7"] and groups[0].query == BROAD_TOPICS["q1"]
     err = capsys.readouterr().err
     assert "1 topics have no passage of the corpus judged >= 1" in err and f"wrote {out}: 3 groups" in err
+    assert "mining up to 200 negatives for each of 3 queries" in err and f"writing 3 groups to {out} ..." in err
 
 
 @pytest.fixture(scope="module")

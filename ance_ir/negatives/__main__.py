@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     if report.no_positive_score:
         print(f"note: no positive of {report.no_positive_score} queries is among their candidates; "
               "no margin applied to them", file=sys.stderr)
+    if not args.quiet:
+        print(f"writing {len(groups)} groups to {args.output} ...", file=sys.stderr)
     write_groups(args.output, groups)
     shutil.rmtree(work_folder(args.output), ignore_errors=True)
     mean = report.negatives / len(groups)

@@ -126,7 +126,8 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
     and carry the source's score.
     Positives carry the source's score when the source retrieved them. Passage texts (and titles) are
     filled from ``corpus`` only with ``with_text``. Groups follow the topics' order. ``progress`` is called
-    with a line to show just before the source retrieves (after all input was read and checked).
+    with a line to show just before the source retrieves (after all input was read and checked) and before the
+    negatives are mined.
 
     ``pseudo_positives`` > 0 labels topics without judgments (``qrels`` unused): each query's top
     ``pseudo_positives`` candidates scoring at least ``min_pseudo_score`` are its positives
@@ -189,6 +190,8 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
     if report.candidates_not_in_corpus == total:
         raise ValueError(f"none of the {total} candidates from the {source.name} source is a passage of {corpus}; "
                          "was its index built from another corpus?")
+    if progress:
+        progress(f"mining up to {depth} negatives for each of {len(queries)} queries from {total} candidates")
     mined = mine({qid: ranking.get(qid, []) for qid in queries}, positives, judged, depth, skip=skip,
                  max_rank=max_rank, margin=margin, relative_margin=relative_margin)
 

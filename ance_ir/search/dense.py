@@ -92,15 +92,15 @@ class DenseSearcher:
         self.index, self.encoder = index, encoder
 
     def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64, progress: bool = False) -> Run:
-        """Top ``hits`` passages for every query, best first; ``progress`` shows a bar on stderr for the searches
-        (and, on a terminal, one for the query encoding) when there is more than one batch."""
+        """Top ``hits`` passages for every query, best first, a batch of queries encoded and searched at a time;
+        ``progress`` shows a bar on stderr (a log file's too) when there is more than one batch."""
         qids = list(topics)
-        shown = progress and len(qids) > batch_size
-        vectors = self.encoder.encode_queries([topics[q] for q in qids], batch_size=batch_size, show_progress=shown)
         run: Run = {}
-        for start in tqdm(range(0, len(qids), batch_size), desc="search", unit="batch", disable=not shown,
-                          file=sys.stderr):
-            scores, docids = self.index.search(vectors[start:start + batch_size], hits)
-            for qid, row_scores, row_docids in zip(qids[start:start + batch_size], scores, docids, strict=True):
+        for start in tqdm(range(0, len(qids), batch_size), desc="search", unit="batch",
+                          disable=not progress or len(qids) <= batch_size, file=sys.stderr):
+            part = qids[start:start + batch_size]
+            vectors = self.encoder.encode_queries([topics[q] for q in part], batch_size=batch_size)
+            scores, docids = self.index.search(vectors, hits)
+            for qid, row_scores, row_docids in zip(part, scores, docids, strict=True):
                 run[qid] = [(d, float(s)) for d, s in zip(row_docids, row_scores, strict=False)]
         return run
