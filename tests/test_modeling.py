@@ -224,7 +224,7 @@ def test_encode_passages_restores_input_order(tiny):
 def test_encode_windows_tokenize_once_and_keep_input_order(tiny, monkeypatch):
     texts = [SHORT, LONG, *PASSAGES, "cat"]
     passages, queries = tiny.encode_passages(texts, batch_size=2), tiny.encode_queries(texts, batch_size=2)
-    monkeypatch.setattr("ance_ir.modeling.encoder._WINDOW", 3)  # several windows, the last one short
+    monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)  # several windows, the last one short
     assert np.allclose(tiny.encode_passages(texts, batch_size=2), passages, atol=1e-5)
     assert np.allclose(tiny.encode_queries(texts, batch_size=2), queries, atol=1e-5)
     for side, tokenize in (("query", tiny.tokenize_queries), ("passage", tiny.tokenize_passages)):

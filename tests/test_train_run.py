@@ -436,6 +436,25 @@ def test_async_inferencer_publishes_while_training_goes_on(toy, tmp_path):
         assert e["step"] == 0 or steps[e["step"] - 1]["negatives_version"] < e["version"]
     assert json.loads(run.inferencer_status.read_text())["state"] == "stopped"
     assert events(output, "inferencer_died") == []
+    encoded = round(records[12]["reencoded"] * records[12]["passages"])  # all, or a partial refresh's share
+    assert f"refresh of step 12: encoded {encoded} of {encoded} passages" in run.inferencer_log.read_text()
+
+
+def test_a_refresh_reports_its_encoding_in_whole_windows_with_the_vectors_of_one_call(tiny_bert_dir, monkeypatch):
+    from types import SimpleNamespace
+
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.train.refresh import _encode_passages
+
+    encoder = load_model(tiny_bert_dir)
+    texts = [f"passage number {i} " + "word " * (i % 5) for i in range(7)]
+    job = SimpleNamespace(batch_size=2, precision="fp32")
+    monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)
+    monkeypatch.setattr("ance_ir.train.refresh.REPORT_EVERY", 3)
+    reports = []
+    reported = _encode_passages(encoder, job, texts, False, lambda done, total: reports.append((done, total)))
+    assert reports == [(3, 7), (6, 7), (7, 7)]
+    assert np.array_equal(reported, _encode_passages(encoder, job, texts, False, None))
 
 
 def test_inferencer_crash_leaves_training_on_the_last_negatives(toy, tmp_path, capsys):

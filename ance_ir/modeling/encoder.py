@@ -28,7 +28,8 @@ from ance_ir.modeling.tokenize import tokenize_in_threads
 
 HEAD_NAME = "ance_ir_head.safetensors"
 SIDES = ("query", "passage")
-_WINDOW = 10_000
+#: texts tokenized together, their passages batched longest first: vectors depend on which window a text is in
+ENCODE_WINDOW = 10_000
 
 
 @contextmanager
@@ -345,8 +346,8 @@ class DenseEncoder(torch.nn.Module):
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         out = np.empty((len(texts), *self._vector_shape(side)), dtype=np.float32)
-        windows = range(0, len(texts), _WINDOW)
-        batches = sum(-(-min(_WINDOW, len(texts) - start) // batch_size) for start in windows)
+        windows = range(0, len(texts), ENCODE_WINDOW)
+        batches = sum(-(-min(ENCODE_WINDOW, len(texts) - start) // batch_size) for start in windows)
         bar = batch_bar(range(batches), f"encode {side}s", nested_progress(show_progress))  # under encode's bar
         was_training = self.training
         self.eval()
@@ -354,7 +355,7 @@ class DenseEncoder(torch.nn.Module):
             with running(self, precision or self.inference_precision) as model:
                 embed = model.embed_queries if side == "query" else model.embed_passages
                 for start in windows:
-                    encoded = self.token_ids(texts[start:start + _WINDOW], side)
+                    encoded = self.token_ids(texts[start:start + ENCODE_WINDOW], side)
                     ids = encoded["input_ids"]
                     order = (list(range(len(ids))) if side == "query"
                              else sorted(range(len(ids)), key=lambda i: -len(ids[i])))

@@ -12,7 +12,9 @@ topics are searched in the same index and scored with :func:`ance_ir.eval.evalua
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, passage_index, write_dense_index
+from ance_ir.modeling.encoder import ENCODE_WINDOW
 from ance_ir.modeling.inference import model_precision
 from ance_ir.modeling.kinds import load_model
 from ance_ir.negatives.mining import mine
@@ -32,12 +35,15 @@ from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.settings import ConfigError, RefreshSection
-from ance_ir.train.store import NegativesStore, RefreshRecords, VectorStore
+from ance_ir.train.store import NegativesStore, RefreshRecords, VectorStore, write_status
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
 
 SEARCH_BATCH = 4096  # queries per faiss search call
+#: passages a refresh encodes between two reports of its progress: whole windows of the encoder, so the vectors
+#: are those of one call over all the passages
+REPORT_EVERY = 5 * ENCODE_WINDOW
 
 
 def refresh_needed(config: TrainConfig) -> bool:
@@ -133,7 +139,12 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     encoder = load_model(checkpoint, **({"passage_max_length": job.passage_max_length}
                                          if job.passage_max_length else {})).to(device)
     lap("load_s")
-    vectors, encoding = refreshed_vectors(encoder, job, run, step, show_progress=job.progress and mode == "sync")
+    def report(done: int, total: int) -> None:  # the async inferencer's log and status: no bar there
+        write_status(run, "refreshing", step, since=started, encoded=done, passages=total)
+        print(f"refresh of step {step}: encoded {done} of {total} passages", file=sys.stderr, flush=True)
+
+    vectors, encoding = refreshed_vectors(encoder, job, run, step, show_progress=job.progress and mode == "sync",
+                                          report=report if mode == "async" else None)
     lap("encode_s")
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     lap("index_s")
@@ -195,9 +206,10 @@ def reencode_rows(steps: np.ndarray, priority: list[int], share: float) -> np.nd
     return np.flatnonzero(chosen)
 
 
-def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
-                      show_progress: bool = False) -> tuple[np.ndarray, dict[str, Any]]:
-    """The corpus vectors of a refresh (a bar on stderr with ``show_progress``), and what its record says about them.
+def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int, show_progress: bool = False,
+                      report: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """The corpus vectors of a refresh (a bar on stderr with ``show_progress``; ``report(encoded, of)`` called every
+    ``REPORT_EVERY`` passages), and what its record says about them.
 
     With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
     the corpus is re-encoded (:func:`reencode_rows`): the top ``job.priority_depth`` passages of the training
@@ -208,8 +220,7 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
     store = VectorStore(run.refresh)
     kept = store.load(len(job.docids), before=step) if partial else None
     if kept is None:
-        vectors = encoder.encode_passages(job.passages, batch_size=job.batch_size, precision=job.precision,
-                                          show_progress=show_progress)
+        vectors = _encode_passages(encoder, job, job.passages, show_progress, report)
         steps = np.full(len(job.docids), step, dtype=np.int64)
         rows = np.arange(len(job.docids))
     else:
@@ -220,14 +231,27 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int,
         mined = published.load(earlier[-1]) if earlier else {}
         rows = reencode_rows(steps, [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]],
                              job.reencode_share)
-        vectors[rows] = encoder.encode_passages([job.passages[i] for i in rows], batch_size=job.batch_size,
-                                                precision=job.precision, show_progress=show_progress)
+        vectors[rows] = _encode_passages(encoder, job, [job.passages[i] for i in rows], show_progress, report)
         steps[rows] = step
     if partial:
         store.save(step, vectors, steps)
     age = step - steps
     return vectors, {"reencoded": round(len(rows) / len(job.docids), 4), "vector_age_mean": round(float(age.mean()), 1),
                      "vector_age_max": int(age.max())}
+
+
+def _encode_passages(encoder: Any, job: RefreshJob, texts: list[str], show_progress: bool,
+                     report: Callable[[int, int], None] | None) -> np.ndarray:
+    """``texts``' vectors, ``REPORT_EVERY`` at a time when there is a ``report`` to call after each."""
+    if report is None or not texts:
+        return encoder.encode_passages(texts, batch_size=job.batch_size, precision=job.precision,
+                                       show_progress=show_progress)
+    parts = []
+    for start in range(0, len(texts), REPORT_EVERY):
+        parts.append(encoder.encode_passages(texts[start:start + REPORT_EVERY], batch_size=job.batch_size,
+                                             precision=job.precision, show_progress=show_progress))
+        report(start + len(parts[-1]), len(texts))
+    return np.concatenate(parts)
 
 
 def denoise_groups(groups: list[TrainingGroup], job: RefreshJob,

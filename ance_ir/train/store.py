@@ -127,9 +127,13 @@ class RefreshRecords:
         return records
 
 
-def write_status(run: RunDir, state: str, step: int | None = None) -> None:
+def write_status(run: RunDir, state: str, step: int | None = None, since: float | None = None,
+                 **progress: int) -> None:
+    """The inferencer's status: its ``state`` (of checkpoint ``step``) since ``since`` (default now), and how far it
+    is (``progress``: a refresh's ``encoded`` of its ``passages``)."""
     with atomic_write(run.inferencer_status) as f:
-        json.dump({"state": state, "step": step, "pid": os.getpid(), "since": round(time.time(), 3)}, f)
+        json.dump({"state": state, "step": step, "pid": os.getpid(), "since": round(since or time.time(), 3),
+                   **progress}, f)
 
 
 def read_status(run: RunDir) -> dict[str, Any] | None:
