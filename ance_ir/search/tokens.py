@@ -85,12 +85,18 @@ class TokenSearcher:
 
     def search(self, topics: Topics, hits: int = 1000, nprobe: int = DEFAULT_NPROBE, batch_size: int = 64,
                ndocs: int = 0, progress: bool = False) -> Run:
-        """Top ``hits`` passages for every query, best first; ``progress`` shows a bar on stderr (a query at a time)
-        when there is more than one batch of queries."""
+        """Top ``hits`` passages for every query, best first, a batch of queries encoded at a time; ``progress`` shows
+        a bar on stderr (a query at a time) when there is more than one batch of queries."""
         if hits < 1:
             raise ValueError(f"hits must be at least 1, got {hits}")
         qids = list(topics)
-        shown = progress and len(qids) > batch_size
-        vectors = self.model.encode_queries([topics[q] for q in qids], batch_size=batch_size, show_progress=shown)
-        return {qid: self.rank(vectors[i], hits, nprobe, ndocs)
-                for i, qid in enumerate(tqdm(qids, desc="search", unit="query", disable=not shown, file=sys.stderr))}
+        run: Run = {}
+        with tqdm(total=len(qids), desc="search", unit="query", disable=not progress or len(qids) <= batch_size,
+                  file=sys.stderr) as bar:
+            for start in range(0, len(qids), batch_size):
+                part = qids[start:start + batch_size]
+                vectors = self.model.encode_queries([topics[q] for q in part], batch_size=batch_size)
+                for qid, vector in zip(part, vectors, strict=True):
+                    run[qid] = self.rank(vector, hits, nprobe, ndocs)
+                    bar.update()
+        return run
