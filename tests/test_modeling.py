@@ -395,3 +395,23 @@ def test_a_saved_model_writes_its_records_and_loads_them_back(toy_bert, tmp_path
     assert written == model.records()
     assert load_model(tmp_path / "saved", kind).records() == model.records()
     assert (written.get("ance_ir_model.json") or {"kind": kind})["kind"] == kind  # mlm: a plain folder
+
+
+@pytest.mark.parametrize("kind", ["roberta", "mpnet", "bert"])
+def test_text_positions_are_the_lengths_the_backbone_can_run(kind):
+    """RoBERTa and MPNet number positions from pad_token_id + 1: 20 position embeddings hold 18 tokens."""
+    import transformers
+
+    from ance_ir.modeling.kinds import text_positions
+
+    name = {"roberta": "Roberta", "mpnet": "MPNet", "bert": "Bert"}[kind]
+    config = getattr(transformers, f"{name}Config")(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+                                                    num_attention_heads=2, intermediate_size=8,
+                                                    max_position_embeddings=20, pad_token_id=1)
+    model = getattr(transformers, f"{name}Model")(config).eval()
+    limit = text_positions(config)
+    assert limit == (20 if kind == "bert" else 18)
+    with torch.no_grad():
+        model(input_ids=torch.full((1, limit), 5))
+        with pytest.raises((IndexError, RuntimeError)):
+            model(input_ids=torch.full((1, limit + 1), 5))

@@ -111,10 +111,13 @@ def _positions(model: str | Path, tokenizer: Any) -> int:
     """The tokens a window of ``model`` can hold: its position embeddings, else the tokenizer's limit."""
     from transformers import AutoConfig
 
+    from ance_ir.modeling.kinds import text_positions
+
     try:
-        return min(tokenizer.model_max_length, AutoConfig.from_pretrained(model).max_position_embeddings)
-    except (OSError, ValueError, AttributeError):  # a tokenizer without a model config
-        return tokenizer.model_max_length
+        positions = text_positions(AutoConfig.from_pretrained(model))
+    except (OSError, ValueError):  # a tokenizer without a model config
+        positions = None
+    return min(tokenizer.model_max_length, positions or tokenizer.model_max_length)
 
 
 def _pool(args: argparse.Namespace) -> None:

@@ -28,7 +28,14 @@ from transformers import BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
-from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
+from ance_ir.modeling.kinds import (
+    choose_settings,
+    kind_records,
+    read_settings,
+    register_model_kind,
+    text_positions,
+    write_records,
+)
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_colbert.json"
@@ -78,7 +85,7 @@ class ColBERT(torch.nn.Module):
     def __init__(self, backbone: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, projection: torch.nn.Linear,
                  query_max_length: int, passage_max_length: int, fresh_head: bool = False):
         super().__init__()
-        positions = getattr(backbone.config, "max_position_embeddings", None)
+        positions = text_positions(backbone.config)
         for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 3:
                 raise ValueError(f"{name} must be an integer of at least 3 tokens, got {value!r}")
@@ -111,7 +118,7 @@ class ColBERT(torch.nn.Module):
             backbone = load_backbone(path)
         except OSError as error:
             raise unavailable(name_or_path, error) from error
-        settings = choose_settings(given, saved, DEFAULTS, getattr(backbone.config, "max_position_embeddings", None),
+        settings = choose_settings(given, saved, DEFAULTS, text_positions(backbone.config),
                                    ("query_max_length", "passage_max_length"))
         if not isinstance(settings["dim"], int) or settings["dim"] < 1:  # given or saved
             raise ValueError(f"dim must be a positive integer, got {settings['dim']!r}")

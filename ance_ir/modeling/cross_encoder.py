@@ -28,7 +28,14 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
 from ance_ir.modeling.inference import batch_bar, running
-from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
+from ance_ir.modeling.kinds import (
+    choose_settings,
+    kind_records,
+    read_settings,
+    register_model_kind,
+    text_positions,
+    write_records,
+)
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 from ance_ir.modeling.tokenize import tokenize_in_threads
 
@@ -79,7 +86,7 @@ class CrossEncoder(torch.nn.Module):
                  head: torch.nn.Linear | None, max_length: int, fresh_head: bool = False,
                  first_stage_weight: float = 0.0, first_stage_depth: int = 100):
         super().__init__()
-        positions = getattr(backbone.config, "max_position_embeddings", None)
+        positions = text_positions(backbone.config)
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
             raise ValueError(f"max_length must be an integer of at least 3 tokens, got {max_length!r}")
         if positions and max_length > positions:
@@ -130,7 +137,7 @@ class CrossEncoder(torch.nn.Module):
         settings = choose_settings({"max_length": max_length, "first_stage_weight": first_stage_weight,
                                     "first_stage_depth": first_stage_depth},
                                    read_settings(path, CONFIG_NAME), cls.options,
-                                   getattr(config, "max_position_embeddings", None), ("max_length",))
+                                   text_positions(config), ("max_length",))
         return cls(backbone, tokenizer, head, settings["max_length"], fresh, settings["first_stage_weight"],
                    settings["first_stage_depth"]).eval()
 

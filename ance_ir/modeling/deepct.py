@@ -34,7 +34,14 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
-from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
+from ance_ir.modeling.kinds import (
+    choose_settings,
+    kind_records,
+    read_settings,
+    register_model_kind,
+    text_positions,
+    write_records,
+)
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_deepct.json"
@@ -80,7 +87,7 @@ class DeepCT(torch.nn.Module):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")
         self.windows, self.aggregation = windows, aggregation
-        positions = getattr(backbone.config, "max_position_embeddings", None)
+        positions = text_positions(backbone.config)
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 3:
             raise ValueError(f"max_length must be an integer of at least 3 tokens, got {max_length!r}")
         if positions and max_length > positions:
@@ -108,7 +115,7 @@ class DeepCT(torch.nn.Module):
         if not fresh:
             head.load_state_dict(load_file(Path(path) / HEAD_NAME))
         given = {"max_length": max_length, "windows": windows, "aggregation": aggregation, "target": target}
-        settings = choose_settings(given, saved, DEFAULTS, getattr(backbone.config, "max_position_embeddings", None),
+        settings = choose_settings(given, saved, DEFAULTS, text_positions(backbone.config),
                                    ("max_length",))
         return cls(backbone, head, tokenizer, **settings, fresh_head=fresh).eval()
 

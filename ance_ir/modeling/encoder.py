@@ -21,7 +21,7 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import CONFIG_NAME, EncoderConfig
 from ance_ir.modeling.first_tokens import last_states
 from ance_ir.modeling.inference import batch_bar, nested_progress, running
-from ance_ir.modeling.kinds import kind_records, register_model_kind, write_records
+from ance_ir.modeling.kinds import kind_records, register_model_kind, text_positions, write_records
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 from ance_ir.modeling.sentence_transformers_files import write_sentence_transformers_files
 from ance_ir.modeling.tokenize import tokenize_in_threads
@@ -126,7 +126,7 @@ LENGTHS = ("query_max_length", "passage_max_length")
 
 def _length_limits(towers: Mapping[str, Tower]) -> dict[str, int | None]:
     """Each length setting's limit: the positions of the backbone that encodes that side's texts (None: none)."""
-    return {name: getattr(towers.get(side, towers["query"]).backbone.config, "max_position_embeddings", None)
+    return {name: text_positions(towers.get(side, towers["query"]).backbone.config)
             for side, name in zip(SIDES, LENGTHS, strict=True)}
 
 

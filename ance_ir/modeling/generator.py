@@ -44,7 +44,14 @@ from transformers import (
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.inference import evaluating
-from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
+from ance_ir.modeling.kinds import (
+    choose_settings,
+    kind_records,
+    read_settings,
+    register_model_kind,
+    text_positions,
+    write_records,
+)
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_generator.json"
@@ -184,8 +191,8 @@ class QueryGenerator(torch.nn.Module):
         encoder = model.get_encoder().config
         decoder = getattr(model.config, "decoder", model.config)
         self.passage_max_length = _length("passage_max_length", passage_max_length,
-                                          getattr(encoder, "max_position_embeddings", None))
-        self.decoder_positions = getattr(decoder, "max_position_embeddings", None)
+                                          text_positions(encoder))
+        self.decoder_positions = text_positions(decoder)
         self.query_max_length = _length("query_max_length", query_max_length, self.decoder_positions)
         self.model, self.tokenizer, self.fresh = model, tokenizer, fresh
         generation = model.generation_config
@@ -233,8 +240,7 @@ class QueryGenerator(torch.nn.Module):
         except OSError as error:
             raise unavailable(name_or_path, error) from error
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
-        settings = choose_settings(given, saved, DEFAULTS, getattr(model.get_encoder().config,
-                                                                   "max_position_embeddings", None), tuple(DEFAULTS))
+        settings = choose_settings(given, saved, DEFAULTS, text_positions(model.get_encoder().config), tuple(DEFAULTS))
         return cls(model, tokenizer, settings["query_max_length"], settings["passage_max_length"], fresh).eval()
 
     def save_pretrained(self, directory: str | Path) -> None:

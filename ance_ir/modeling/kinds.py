@@ -82,6 +82,20 @@ def read_settings(directory: str | Path, name: str) -> dict[str, Any]:
     return read_json_object(path) if path.is_file() else {}
 
 
+#: model types that number positions from ``pad_token_id + 1`` (RoBERTa's scheme): the ids below are never used
+_POSITIONS_AFTER_PADDING = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                                      "data2vec-text", "xmod", "mpnet", "longformer", "ibert"})
+
+
+def text_positions(config: Any) -> int | None:
+    """The tokens a text of a model with the Hugging Face ``config`` can hold (None: no limit it records): its
+    position embeddings, less RoBERTa's (and MPNet's) ``pad_token_id + 1`` unused ones (514 -> 512)."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions and getattr(config, "model_type", None) in _POSITIONS_AFTER_PADDING:
+        return positions - (getattr(config, "pad_token_id", None) or 0) - 1
+    return positions
+
+
 def choose_settings(given: dict[str, Any], saved: dict[str, Any], defaults: dict[str, Any],
                     positions: int | None = None, lengths: tuple[str, ...] = ()) -> dict[str, Any]:
     """Each of ``defaults``' settings: the given value (not None), else the saved one, else its default; the

@@ -19,7 +19,14 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
-from ance_ir.modeling.kinds import choose_settings, kind_records, read_settings, register_model_kind, write_records
+from ance_ir.modeling.kinds import (
+    choose_settings,
+    kind_records,
+    read_settings,
+    register_model_kind,
+    text_positions,
+    write_records,
+)
 from ance_ir.modeling.mlm import load_masked_lm
 from ance_ir.modeling.resolve import resolve_model_path
 
@@ -57,7 +64,7 @@ class Splade(torch.nn.Module):
                  passage_max_length: int, fresh_head: bool = False):
         super().__init__()
         self.fresh_head = fresh_head  # the MLM head was newly initialised (a bare encoder): train it before use
-        positions = getattr(mlm.config, "max_position_embeddings", None)
+        positions = text_positions(mlm.config)
         for name, value in (("query_max_length", query_max_length), ("passage_max_length", passage_max_length)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 3:
                 raise ValueError(f"{name} must be an integer of at least 3 tokens, got {value!r}")
@@ -87,7 +94,7 @@ class Splade(torch.nn.Module):
         saved = read_settings(resolve_model_path(name_or_path), CONFIG_NAME)
         given = {"query_max_length": query_max_length, "passage_max_length": passage_max_length}
         tokenizer, mlm, missing = load_masked_lm(name_or_path)
-        settings = choose_settings(given, saved, DEFAULTS, getattr(mlm.config, "max_position_embeddings", None),
+        settings = choose_settings(given, saved, DEFAULTS, text_positions(mlm.config),
                                    tuple(DEFAULTS))
         return cls(mlm, tokenizer, settings["query_max_length"], settings["passage_max_length"],
                    bool(missing)).eval()

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ance_ir.modeling.kinds import text_positions
 from ance_ir.modeling.mlm import mlm_head
 from ance_ir.train.dataset import PairStream
 from ance_ir.train.hooks import TrainingHook
@@ -153,7 +154,7 @@ class MLMTask(TrainingTask):
         o = ctx.config.task.options
         data = ctx.data
         self.docids = list(data.docids)
-        positions = getattr(model.mlm.config, "max_position_embeddings", None) or o["max_length"]
+        positions = text_positions(model.mlm.config) or o["max_length"]
         self.masker = TokenMasker(model.tokenizer, Masking(o["mlm_probability"], o["mask_share"], o["random_share"]),
                                   min(o["max_length"], positions), ctx.config.seed)
         self.stream = PairStream(len(self.docids), ctx.config.seed)
