@@ -317,3 +317,14 @@ def test_building_shows_a_bar_past_its_delay_when_asked(vectors, monkeypatch, ca
     assert f"build ivfpq index: 100%|██████████| {N}/{N}" in err
     build_index(vectors, "flat")
     assert capsys.readouterr().err == ""
+
+
+def test_a_mapped_index_is_checked_and_searched_as_a_read_one(vectors, queries, tmp_path):
+    write_dense_index(tmp_path / "h", build_index(vectors, "hnsw", m=8), DOCIDS)
+    read, mapped = load_dense_index(tmp_path / "h"), load_dense_index(tmp_path / "h", mmap=True)
+    assert mapped.docids == read.docids and mapped.index.ntotal == N
+    for got, expected in zip(mapped.search(queries, 10), read.search(queries, 10), strict=True):
+        assert np.array_equal(np.asarray(got), np.asarray(expected))
+    (tmp_path / "h" / "docid").write_text("\n".join(DOCIDS[:-1]) + "\n")
+    with pytest.raises(InputError, match=f"has {N - 1} docids, but .* holds {N} vectors"):
+        load_dense_index(tmp_path / "h", mmap=True)

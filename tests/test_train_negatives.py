@@ -261,7 +261,7 @@ def test_bm25_rand_mixes_bm25_candidates_and_random_passages(toy_collection, tmp
         _config(toy_collection, tmp_path, negatives="bm25-rand", **{"negatives.bm25_share": 1.5})
 
 
-def test_the_candidates_sampler_keeps_its_rankings_for_a_resumed_run(toy_collection, tmp_path, monkeypatch):
+def test_the_candidates_sampler_keeps_its_rankings_for_a_resumed_run(toy_collection, tmp_path, monkeypatch, capsys):
     from ance_ir.bm25 import build_lucene_index
 
     index = build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
@@ -274,5 +274,11 @@ def test_the_candidates_sampler_keeps_its_rankings_for_a_resumed_run(toy_collect
         patch.setattr("ance_ir.negatives.sources.BM25Source.retrieve", lambda *_: pytest.fail("retrieved again"))
         again, _ = _sampler(toy_collection, tmp_path, **settings)
     assert again.candidates == first.candidates
-    with pytest.raises(InputError, match="candidates: holds an unfinished retrieval with a different depth"):
-        _sampler(toy_collection, tmp_path, **{**settings, "negative_depth": 3})
+    capsys.readouterr()
+    # before a first checkpoint the settings may change: the rankings of other ones are retrieved again
+    for changed in ({**settings, "negative_depth": 3},
+                    {"negatives": "bm25", "bm25_index": str(index), "negative_depth": 4}):
+        other, _ = _sampler(toy_collection, tmp_path, **changed)
+        assert "holds the rankings of another retrieval (an earlier attempt's); retrieving again" in \
+            capsys.readouterr().err
+        assert all(len(docids) <= changed["negative_depth"] for docids in other.candidates.values())

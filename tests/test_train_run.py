@@ -607,3 +607,35 @@ def test_a_redone_refresh_reads_the_vectors_of_the_refresh_before_it(tmp_path):
     assert store.load(3, before=7) is None  # another corpus size
     store.save(9, np.zeros((2, 4), dtype=np.float32), np.full(2, 9))
     assert store.steps() == [6, 9]
+
+
+def test_a_new_run_interrupted_while_retrieving_keeps_the_rankings_for_its_rerun(toy, tmp_path, monkeypatch):
+    """Ctrl-C while a new run's bm25 sampler retrieves: the run folder keeps its BM25 index and the rankings
+    retrieved so far (and nothing else); the rerun retrieves only the rest and trains as an uninterrupted run."""
+    from ance_ir.negatives.sources import BM25Source
+
+    monkeypatch.setattr("ance_ir.negatives.resume.QUERY_CHUNK", 1)  # a chunk a query
+    retrieve, calls = BM25Source.retrieve, []
+
+    def interrupted_on_the_second(self, queries, depth):
+        calls.append(list(queries))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return retrieve(self, queries, depth)
+
+    settings = {"negatives": "bm25", "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 4}
+    output = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(BM25Source, "retrieve", interrupted_on_the_second)
+        with pytest.raises(KeyboardInterrupt, match=r"1 of 3 queries retrieved are kept in .*candidates"):
+            train(toy_config(toy, output, **settings))
+    run = RunDir(output)
+    assert sorted(p.name for p in output.iterdir()) == ["bm25-index", "candidates"]
+    assert sorted(p.name for p in run.candidates.glob("ranking-*")) == ["ranking-00000.jsonl"]
+    calls.clear()
+    monkeypatch.setattr(BM25Source, "retrieve", lambda self, queries, depth: calls.append(1) or retrieve(self, queries,
+                                                                                                         depth))
+    train(toy_config(toy, output, **settings))
+    assert len(calls) == 2  # the two queries not retrieved before
+    train(toy_config(toy, tmp_path / "reference", **settings))
+    assert_same_training(output, tmp_path / "reference")

@@ -3,7 +3,8 @@ rerank's pair scoring).
 
 A job writing ``OUTPUT`` keeps each finished chunk in a work folder beside it, ``OUTPUT.partial``, with
 ``job.json``: the settings that decide the output. A rerun reuses the finished chunks only when its settings are
-the same (the corpus path may change, its hash may not); the work folder goes once the output is written.
+the same (the corpus path may change, its hash may not); the work folder goes once the output is written (a
+training run keeps its samplers' rankings in ``RUN/candidates`` for good).
 """
 
 from __future__ import annotations

@@ -203,11 +203,11 @@ def _check_inputs(args: argparse.Namespace, start: str) -> None:
 
 
 def _index_encoder(index: str) -> str | None:
-    """The encoder a dense index records (InputError for a folder that is not a dense index), without reading its
-    vectors (the negatives stage does)."""
-    from ance_ir.index.dense_index import read_dense_meta
+    """The encoder a dense index records (InputError for a folder that is not a readable dense index), its vectors
+    mapped rather than read (the negatives stage reads them)."""
+    from ance_ir.index import load_dense_index
 
-    return read_dense_meta(index).get("encoder")
+    return load_dense_index(index, mmap=True).meta.get("encoder")
 
 
 if __name__ == "__main__":

@@ -202,32 +202,22 @@ def passage_index(vectors: np.ndarray, docids: Sequence[str], index_type: str = 
     return DenseIndex(build_index(rows, index_type), [d for d in docids for _ in range(per)], meta)
 
 
-def read_dense_meta(folder: str | Path) -> dict:
-    """A dense index folder's ``meta.json`` ({} when it has none, as Pyserini's), without reading the index: the
-    cheap checks of :func:`load_dense_index` (the folder, its ``index`` and ``docid`` files, the model record)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError(folder, "no such dense index folder")
-    for path in (folder / INDEX_FILE, folder / DOCID_FILE):
-        if not path.is_file():
-            raise InputError(path, f"missing (a dense index folder needs {INDEX_FILE!r} and {DOCID_FILE!r})")
-    meta_path = folder / META_FILE
-    meta = read_json_object(meta_path) if meta_path.is_file() else {}
-    check_model_record(meta_path, meta)
-    return meta
-
-
-def load_dense_index(folder: str | Path) -> DenseIndex:
-    """Open a dense index folder (ours or Pyserini's); ``meta.json`` is optional.
+def load_dense_index(folder: str | Path, mmap: bool = False) -> DenseIndex:
+    """Open a dense index folder (ours or Pyserini's); ``meta.json`` is optional. ``mmap``: the faiss index mapped
+    read-only rather than read into memory (checking a big index before work that searches it later).
 
     Raises :class:`InputError` naming the file when ``index`` or ``docid`` is missing or unreadable,
     or when the number of docids, the vector count and ``meta.json`` disagree.
     """
-    meta = read_dense_meta(folder)
     folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(folder, "no such dense index folder")
     index_path, docid_path, meta_path = folder / INDEX_FILE, folder / DOCID_FILE, folder / META_FILE
+    for path in (index_path, docid_path):
+        if not path.is_file():
+            raise InputError(path, f"missing (a dense index folder needs {INDEX_FILE!r} and {DOCID_FILE!r})")
     try:
-        index = faiss.read_index(str(index_path))
+        index = faiss.read_index(str(index_path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0)
     except RuntimeError as e:
         reason = str(e).strip().splitlines()[-1]
         raise InputError(index_path, f"not a readable faiss index ({reason})") from None
@@ -236,9 +226,11 @@ def load_dense_index(folder: str | Path) -> DenseIndex:
     if len(docids) != index.ntotal:
         raise InputError(docid_path, f"has {len(docids)} docids, but {index_path} holds "
                                      f"{index.ntotal} vectors")
+    meta = read_json_object(meta_path) if meta_path.is_file() else {}
     for key, actual in (("dimension", index.d), ("count", index.ntotal)):
         if key in meta and meta[key] != actual:
             raise InputError(meta_path, f"says {key} {meta[key]} but {index_path} has {actual}")
+    check_model_record(meta_path, meta)
     per = meta.get("vectors_per_passage", 1)
     if not isinstance(per, int) or isinstance(per, bool) or per < 1 or index.ntotal % per:
         raise InputError(meta_path, f"vectors_per_passage {per!r} must be a positive integer dividing the "

@@ -57,9 +57,13 @@ class ChunkedRetrieval(CandidateSource):
         if self._opened:
             shutil.rmtree(self.work, ignore_errors=True)
 
+    def job(self, queries: Mapping[str, str], depth: int) -> dict[str, Any]:
+        """What the kept chunks of a retrieval of ``queries`` at ``depth`` record (``job.json``)."""
+        return {**self.settings, "depth": depth, "queries_sha256": sha256_json(list(queries.items())),
+                "chunk_size": self.chunk_size}
+
     def retrieve(self, queries: Mapping[str, str], depth: int) -> Ranking:
-        job = {**self.settings, "depth": depth, "queries_sha256": sha256_json(list(queries.items())),
-               "chunk_size": self.chunk_size}
+        job = self.job(queries, depth)
         open_work([self.output], self.work, job, "retrieval")
         self._opened = True
         items = list(queries.items())

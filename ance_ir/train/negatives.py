@@ -12,6 +12,7 @@ decorated with :func:`register_negatives`.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -181,13 +182,27 @@ def kept_retrieval(source: CandidateSource, settings: dict[str, Any], queries: M
                    kept: Path, progress: bool) -> dict[str, list[tuple[str, float]]]:
     """``source``'s top ``depth`` for ``queries``, retrieved in chunks kept in the folder ``kept`` (a run's
     ``candidates/``): a resumed run, or one interrupted while retrieving, reads what was retrieved instead of
-    retrieving it again. ``settings`` (the source's name and parameters) and the source's ``resume_record`` decide
-    whether the kept chunks are reused; other ones are refused."""
+    retrieving it again. The chunks are reused only for the same ``settings`` (the source's name and parameters),
+    source ``resume_record``, queries and depth; chunks of any other retrieval (an earlier attempt's, before the
+    run's first checkpoint, whose settings may differ) are dropped first."""
+    from ance_ir.data.resume import JOB_FILE
     from ance_ir.negatives.resume import ChunkedRetrieval
 
     chunked = ChunkedRetrieval(source, kept, {**settings, **source.resume_record()}, show_progress=progress,
                                work=kept)
+    if kept.is_dir() and _recorded_job(kept / JOB_FILE) != chunked.job(queries, depth):
+        print(f"note: {kept} holds the rankings of another retrieval (an earlier attempt's); retrieving again",
+              file=sys.stderr)
+        shutil.rmtree(kept)
     return chunked.retrieve(queries, depth)
+
+
+def _recorded_job(path: Path) -> dict[str, Any] | None:
+    """The ``job.json`` kept chunks record; None when there is none (or it cannot be read)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def _older_than(index: Path, corpus: Path) -> bool:

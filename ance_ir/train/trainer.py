@@ -130,10 +130,22 @@ class Trainer:
         self.dist.barrier()
         try:
             self._setup(start)
-        except BaseException:
-            if fresh and self.dist.is_main:  # bad data or model: leave no half-made run folder behind
-                shutil.rmtree(self.run.root, ignore_errors=True)
+        except BaseException as error:
+            if fresh and self.dist.is_main:
+                self._remove_failed_start(interrupted=isinstance(error, KeyboardInterrupt))
             raise
+
+    def _remove_failed_start(self, interrupted: bool) -> None:
+        """A new run that failed while setting up leaves no half-made folder behind (bad data or model), but an
+        interrupted one keeps the candidate rankings it retrieved and the BM25 index it built, which its rerun goes
+        on from (as the interrupt's message says)."""
+        kept = [p for p in (self.run.candidates, self.run.bm25_index) if interrupted and p.exists()]
+        if not kept:
+            shutil.rmtree(self.run.root, ignore_errors=True)
+            return
+        for path in self.run.root.iterdir():
+            if path not in kept:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
 
     def _setup(self, start: Path | None) -> None:
         """Load the data, the model (from ``start`` when resuming), the task, the optimizer and schedule."""
