@@ -13,6 +13,7 @@ each process encodes ``Shard(rank, world_size)`` (see :mod:`ance_ir.encode.distr
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
+from ance_ir.data.resume import BAR_DELAY_S, ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -57,10 +59,12 @@ class Shard:
         return range(self.index * total // self.count, (self.index + 1) * total // self.count)
 
 
-def count_passages(corpus: Path) -> int:
-    """Read the whole corpus once, so any bad line is reported before encoding starts."""
+def count_passages(corpus: Path, show_progress: bool = False) -> int:
+    """Read the whole corpus once, so any bad line is reported before encoding starts (a bar on stderr with
+    ``show_progress`` once it takes more than ``BAR_DELAY_S``)."""
     n = 0
-    for passage in iter_corpus(corpus):
+    for passage in tqdm(iter_corpus(corpus), desc="check corpus", unit="passage", disable=not show_progress,
+                        delay=BAR_DELAY_S, file=sys.stderr):
         try:
             check_docid(passage.docid)
         except ValueError as e:
@@ -180,7 +184,7 @@ def encode_corpus(corpus: str | Path, encoder: DenseEncoder, output: str | Path,
 
 def _encode_locked(corpus: Path, encoder: DenseEncoder, output: Path, *, encoder_name: str, index_type: str,
                    batch_size: int, chunk_size: int, shard: Shard | None, show_progress: bool) -> DenseIndex:
-    total = count_passages(corpus)
+    total = count_passages(corpus, show_progress)
     positions = shard.positions(total) if shard else range(total)
     if not positions:
         raise ValueError(f"shard {shard} of {corpus} ({total} passages) is empty; use fewer shards")

@@ -45,7 +45,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
     with output_lock(output):
-        total = count_passages(corpus)
+        total = count_passages(corpus, show_progress)
         job = encode_job(corpus, model, encoder_name, model.settings, chunk_size, batch_size, scale=scale)
         work = work_folder(output)
         open_work([output], work, job)

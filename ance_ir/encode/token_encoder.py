@@ -39,7 +39,7 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
     corpus, output = Path(corpus), Path(output)
     if output.exists() and not overwrite:
         raise ValueError(f"{output} already exists; pass --force to replace it")
-    total = count_passages(corpus)
+    total = count_passages(corpus, show_progress)
     from ance_ir.modeling.inference import nested_progress
 
     job = encode_job(corpus, model, encoder_name, model.settings, chunk_size, batch_size, shard=None)
