@@ -348,7 +348,8 @@ def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, c
     for before, after in zip(groups, scored, strict=True):
         passages = (*before.positives, *before.negatives)
         expected = model.score_pairs([before.query] * len(passages), [TOY_PASSAGES[p.docid] for p in passages])
-        assert after == dataclasses.replace(before, positives=after.positives, negatives=after.negatives)
+        assert after == dataclasses.replace(before, positives=after.positives, negatives=after.negatives,
+                                            scored_by=str(trained_head))
         assert [dataclasses.replace(p, score=None) for p in (*after.positives, *after.negatives)] == [
             dataclasses.replace(p, score=None) for p in passages]  # ids, titles, texts and order kept
         assert np.allclose([p.score for p in (*after.positives, *after.negatives)], expected, atol=1e-5)

@@ -13,7 +13,8 @@ GROUPS = [
     TrainingGroup("q1", "cat on a mat", (GroupPassage("d1", "the cat sat on the mat", 12.5, "Cats"),),
                   (GroupPassage("d3", "a recipe", 3.25), GroupPassage("d8", score=-1.0))),
     TrainingGroup("q2", "how to bake bread", (GroupPassage("d3"), GroupPassage("d4", "flour")), ()),
-    TrainingGroup("q3", "größe ☃", (GroupPassage("d5", score=0.1 + 0.2),), (GroupPassage("d6", "x\ny\t\"z\""),)),
+    TrainingGroup("q3", "größe ☃", (GroupPassage("d5", score=0.1 + 0.2),), (GroupPassage("d6", "x\ny\t\"z\""),),
+                  "train-runs/ce"),
 ]
 
 
@@ -40,6 +41,7 @@ def test_written_lines_omit_missing_fields(tmp_path):
                                               {"docid": "d8", "score": -1.0}]}
     assert lines[1]["positive_passages"][0] == {"docid": "d3"} and lines[1]["negative_passages"] == []
     assert "größe ☃" in path.read_text(encoding="utf-8")  # UTF-8, not \u escapes
+    assert "scored_by" not in lines[0] and lines[2]["scored_by"] == "train-runs/ce"
 
 
 def test_tevatron_lines_are_read(tmp_path):
@@ -97,6 +99,7 @@ BAD_LINES = {
     "docid twice": (_line(negative_passages=[{"docid": "d2"}, {"docid": "d1"}]),
                     "docid 'd1' appears twice in the group of query 'q1'"),
     "repeated query id": (_line(query_id="q0"), "query id 'q0' repeated (first on line 1)"),
+    "scored_by not a string": (_line(scored_by=["bm25"]), '"scored_by" must be a string'),
 }
 
 

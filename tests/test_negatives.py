@@ -192,6 +192,7 @@ def test_cli_bm25_defaults_give_the_trainers_warm_up_negatives(lucene, broad, tm
     scores = dict(BM25Source(lucene).retrieve(queries, 200)["q1"])
     assert all(p.score == pytest.approx(scores[p.docid]) and p.text is None for p in groups[0].negatives)
     assert [p.docid for p in groups[0].positives] == ["d2", "d7"] and groups[0].query == BROAD_TOPICS["q1"]
+    assert {g.scored_by for g in groups} == {"bm25"}
     err = capsys.readouterr().err
     assert "1 topics have no passage of the corpus judged >= 1" in err and f"wrote {out}: 3 groups" in err
     assert "mining up to 200 negatives for each of 3 queries" in err and f"writing 3 groups to {out} ..." in err

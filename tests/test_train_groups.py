@@ -113,3 +113,23 @@ def test_margin_mse_distils_scored_groups_and_refuses_unscored_data(toy, lucene,
          "denoised_share": None}]
     with pytest.raises(ValueError, match="does not bring"):
         toy_config(toy, tmp_path / "qrels", loss="kl", refresh_every=0, eval_topics=None, eval_qrels=None)
+
+
+def test_distilling_bm25_scored_groups_is_noted(toy, lucene, tmp_path, capsys):
+    """Groups straight from ``negatives --source bm25`` carry BM25's scores: a distillation loss trains on them,
+    with a note that a cross-encoder's come from ``rerank --groups``; the groups of a teacher get no note."""
+    groups = tmp_path / "groups.jsonl"
+    mined = run_here("ance_ir.negatives", "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"),
+                     "--corpus", str(toy / "corpus.jsonl"), "--source", "bm25", "--index", str(lucene), "--hits", "5",
+                     "--depth", "5", "--min-positive-grade", "1", "--output", str(groups))
+    assert mined.returncode == 0, mined.stderr
+    settings = {"negatives": "groups", "data_source": "groups", "train_topics": None, "loss": "margin-mse",
+                "n_negatives": 2, "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 1}
+    capsys.readouterr()
+    train(toy_config(toy, tmp_path / "bm25", groups=str(groups), **settings))
+    assert "its scores are BM25's (python -m ance_ir.negatives --source bm25)" in capsys.readouterr().err
+    taught = tmp_path / "taught.jsonl"
+    write_groups(taught, [TrainingGroup(g.query_id, g.query, g.positives, g.negatives, "train-runs/ce")
+                          for g in read_groups(groups)])
+    train(toy_config(toy, tmp_path / "taught", groups=str(taught), **settings))
+    assert "its scores are BM25's" not in capsys.readouterr().err

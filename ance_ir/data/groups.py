@@ -3,8 +3,9 @@
     {"query_id": "q1", "query": "...", "positive_passages": [P, ...], "negative_passages": [P, ...]}
 
 where each passage ``P`` is ``{"docid": str, "title": str, "text": str, "score": float}`` with only
-``docid`` required. Unknown keys of the top object are ignored (Tevatron's datasets carry extras);
-a passage may hold only those four keys.
+``docid`` required. Unknown keys of the top object are ignored (Tevatron's datasets carry extras) but
+``scored_by``, what gave the scores (a candidate source of ``python -m ance_ir.negatives``, ``grades``, or the
+models of ``python -m ance_ir.rerank --groups``); a passage may hold only those four keys.
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ class TrainingGroup:
     query: str
     positives: tuple[GroupPassage, ...]
     negatives: tuple[GroupPassage, ...] = ()
+    scored_by: str | None = None  # what gave the passages' scores (a source, "grades", a teacher's models)
 
     def to_json(self) -> dict[str, Any]:
-        return {"query_id": self.query_id, "query": self.query,
-                "positive_passages": [p.to_json() for p in self.positives],
-                "negative_passages": [p.to_json() for p in self.negatives]}
+        obj = {"query_id": self.query_id, "query": self.query,
+               "positive_passages": [p.to_json() for p in self.positives],
+               "negative_passages": [p.to_json() for p in self.negatives]}
+        return obj if self.scored_by is None else {**obj, "scored_by": self.scored_by}
 
 
 def _parse_passage(path: Path, lineno: int, field: str, obj: Any) -> GroupPassage:
@@ -119,7 +122,10 @@ def _parse_group(path: Path, lineno: int, line: str) -> TrainingGroup:
         if p.docid in seen:
             raise InputError(path, f"docid {p.docid!r} appears twice in the group of query {qid!r}", lineno)
         seen.add(p.docid)
-    return TrainingGroup(qid, obj["query"], positives, negatives)
+    scored_by = obj.get("scored_by")
+    if scored_by is not None and not isinstance(scored_by, str):
+        raise InputError(path, '"scored_by" must be a string', lineno)
+    return TrainingGroup(qid, obj["query"], positives, negatives, scored_by)
 
 
 def read_groups(paths: str | Path | Sequence[str | Path]) -> list[TrainingGroup]:

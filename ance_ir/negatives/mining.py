@@ -213,7 +213,7 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
                 scores.setdefault(docid, float(score))
             negatives = tuple(passage(d, s) for d, s in mined[qid])
             kept = tuple(passage(d, scores.get(d)) for d in positives[qid])
-        groups.append(TrainingGroup(qid, query, kept, negatives))
+        groups.append(TrainingGroup(qid, query, kept, negatives, "grades" if grade_scores else source.name))
         report.negatives += len(negatives)
         report.short += len(negatives) < depth
     report.groups = len(groups)

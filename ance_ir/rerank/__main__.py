@@ -164,7 +164,7 @@ def _rerank(args: Namespace) -> int:
         passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
         with ChunkedScorer(model, args.output, settings, args.chunk_size) as scorer:
             scored = score_groups(groups, passages, scorer, batch_size=args.batch_size, precision=args.precision,
-                                  show_progress=not args.quiet)
+                                  show_progress=not args.quiet, scored_by=" + ".join(args.model))
             write_groups(args.output, scored)
         pairs = sum(len(g.positives) + len(g.negatives) for g in scored)
         print(f"wrote {args.output}: {len(scored)} groups, {pairs} (query, passage) pairs scored", file=sys.stderr)

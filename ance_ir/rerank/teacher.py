@@ -67,9 +67,10 @@ class MeanScorer:
 
 def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str],
                  model: CrossEncoder | ColBERT | MeanScorer, batch_size: int = 32, precision: str | None = None,
-                 show_progress: bool = False) -> list[TrainingGroup]:
-    """``groups`` with each passage's ``score`` replaced by ``model``'s score of (query, passage); the passages
-    keep their order, ids, titles and texts. All pairs run in one :meth:`~CrossEncoder.score_pairs` call."""
+                 show_progress: bool = False, scored_by: str | None = None) -> list[TrainingGroup]:
+    """``groups`` with each passage's ``score`` replaced by ``model``'s score of (query, passage), and
+    ``scored_by`` (the model's name) recorded; the passages keep their order, ids, titles and texts. All pairs run
+    in one :meth:`~CrossEncoder.score_pairs` call."""
     pairs = [(g.query, passages[p.docid]) for g in groups for p in (*g.positives, *g.negatives)]
     scores = iter(model.score_pairs([q for q, _ in pairs], [p for _, p in pairs], batch_size=batch_size,
                                     precision=precision, show_progress=show_progress).tolist())
@@ -77,5 +78,5 @@ def score_groups(groups: Sequence[TrainingGroup], passages: Mapping[str, str],
     for group in groups:
         positives = tuple(dataclasses.replace(p, score=next(scores)) for p in group.positives)
         negatives = tuple(dataclasses.replace(p, score=next(scores)) for p in group.negatives)
-        out.append(dataclasses.replace(group, positives=positives, negatives=negatives))
+        out.append(dataclasses.replace(group, positives=positives, negatives=negatives, scored_by=scored_by))
     return out

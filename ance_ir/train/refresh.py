@@ -169,7 +169,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
             scored = dict(ranking[qid])
             groups.append(TrainingGroup(qid, job.queries[qid],
                                         tuple(GroupPassage(d, score=scored.get(d)) for d in job.positives[qid]),
-                                        tuple(GroupPassage(d, score=s) for d, s in mined[qid])))
+                                        tuple(GroupPassage(d, score=s) for d, s in mined[qid]), "dense"))
         if job.denoise_with:
             groups, record["denoised"] = denoise_groups(groups, job, device)
             lap("denoise_s")
