@@ -184,3 +184,36 @@ def test_missing_index_and_offline_prebuilt_name(toy_collection, tmp_path):
     assert prebuilt.returncode == 2, prebuilt.stderr[-500:]
     assert "could not download Pyserini prebuilt index" in prebuilt.stderr
     assert not (tmp_path / "x.trec").exists()
+
+
+def test_an_interrupted_search_resumes_to_the_run_of_an_uninterrupted_one(toy_dense_index, toy_collection, tmp_path,
+                                                                          monkeypatch, capsys):
+    from ance_ir.data import InputError
+    from ance_ir.search.dense import DenseSearcher
+
+    monkeypatch.setattr("ance_ir.negatives.resume.QUERY_CHUNK", 1)  # a chunk a query
+    search, calls = DenseSearcher.search, []
+
+    def interrupted_on_the_second(self, topics, **kwargs):
+        calls.append(list(topics))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return search(self, topics, **kwargs)
+
+    args = ["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index), "--hits", "5"]
+    output = tmp_path / "run.trec"
+    with monkeypatch.context() as patch:
+        patch.setattr(DenseSearcher, "search", interrupted_on_the_second)
+        with pytest.raises(KeyboardInterrupt, match="1 of 3 queries retrieved are kept in .*run.trec.partial"):
+            search_main([*args, "--output", str(output)])
+    assert not output.exists() and (tmp_path / "run.trec.partial" / "ranking-00000.jsonl").is_file()
+    with pytest.raises(InputError, match="holds an unfinished retrieval with a different depth"):
+        search_main([*args[:-1], "6", "--output", str(output)])
+    calls.clear()
+    monkeypatch.setattr(DenseSearcher, "search", lambda self, topics, **kw: calls.append(1) or search(self, topics,
+                                                                                                       **kw))
+    assert search_main([*args, "--output", str(output)]) == 0
+    assert len(calls) == 2 and "resuming from the chunks retrieved" in capsys.readouterr().err
+    assert not (tmp_path / "run.trec.partial").exists()
+    assert search_main([*args, "--output", str(tmp_path / "whole.trec")]) == 0
+    assert output.read_bytes() == (tmp_path / "whole.trec").read_bytes().replace(b" whole", b" run")

@@ -30,14 +30,20 @@ by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--p
 for an index whose ``meta.json`` says otherwise, the flags win with a warning. ``--nprobe`` applies to a token index
 or an IVF-PQ dense index (the lists searched), ``--ndocs`` to a token index only, ``--ef-search`` to an HNSW dense
 index only, ``--fusion``/``--alpha`` to hybrid search only (``--bm25-index``).
+
+The queries are searched in chunks of 512, each kept in OUTPUT.partial until the run is written: an interrupted
+search resumes where it stopped (the same command; other settings, an index encoded again or a model trained again
+in place are refused).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ance_ir.cli import (
     ArgumentParser,
@@ -51,15 +57,20 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import InputError, check_run_tag, write_run
+from ance_ir.data import InputError, Run, Topics, check_run_tag, output_lock, write_run
+from ance_ir.data.resume import work_folder
 from ance_ir.datasets import resolve_eval_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
+from ance_ir.negatives.resume import QUERY_CHUNK, ChunkedRetrieval
+from ance_ir.negatives.sources import CandidateSource
 
 if TYPE_CHECKING:
     import torch
 
     from ance_ir.bm25 import BM25Searcher
-    from ance_ir.data import Run
+
+#: a search of the command: queries and hits per query -> their run
+Search = Callable[[Topics, int], Run]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,55 +119,27 @@ def main(argv: list[str] | None = None) -> int:
     import faiss
     import torch
 
-    from ance_ir.fusion import interpolate, reciprocal_rank_fusion
-    from ance_ir.index import load_dense_index
-    from ance_ir.index.impact import is_impact_index
-    from ance_ir.index.token_index import is_token_index
     from ance_ir.modeling.inference import resolve_device
-    from ance_ir.search import DenseSearcher, encoder_for_index, resolve_index
 
     device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
-    if is_token_index(args.index):
-        if args.ef_search:
-            raise ValueError(f"{args.index}: --ef-search applies to an HNSW dense index; this is a token index")
-        run = _token_search(args, topics, device)
-    elif args.ndocs is not None:
-        raise ValueError(f"{args.index}: --ndocs applies to a token index's candidates; this is not a token index")
-    elif is_impact_index(args.index):
-        if flags := given_flags(args, {"--nprobe": "nprobe", "--ef-search": "ef_search"}):
-            raise ValueError(f"{args.index}: {flags[0]} applies to a dense or token index; this is an impact index")
-        run = _impact_search(args, topics, device)
-    else:
-        index = load_dense_index(resolve_index(args.index))
-        if args.nprobe is not None:
-            index.set_nprobe(args.nprobe)
-        if args.ef_search:
-            index.set_ef_search(args.ef_search)
-        if index.ef_search is not None and index.ef_search < args.hits:
-            print(f"note: {args.index} is an HNSW index searched with ef_search {index.ef_search}, below --hits "
-                  f"{args.hits}: a query gets at most about {index.ef_search} hits (raise --ef-search)",
-                  file=sys.stderr)
-        overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
-        encoder = encoder_for_index(index, args.encoder, **overrides)
-        run = DenseSearcher(index, encoder.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
-                                                              progress=not args.quiet)
-
-    if args.bm25_index:
-        from ance_ir.bm25 import BM25Searcher
-
-        bm25 = BM25Searcher(args.bm25_index)
-        _check_same_corpus(bm25, args.bm25_index, args.index, run)
-        sparse = bm25.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)
-        if args.fusion == "interpolation":
-            run = interpolate(sparse, run, args.alpha, 1 - args.alpha, depth=args.hits, k=args.hits)
-        else:
-            run = reciprocal_rank_fusion([run, sparse], depth=args.hits, k=args.hits)
-
-    write_run(run, args.output, tag=args.run_tag)
+    with output_lock(args.output):  # one writer; the temporaries and chunks of a killed run are ours
+        search, record = _searcher(args, device, show_progress=not args.quiet and len(topics) <= QUERY_CHUNK)
+        if args.bm25_index:
+            search, record = _hybrid(args, search, record)
+        kept = ChunkedRetrieval(_Searched(search), args.output, {**record, "device": device.type,
+                                                                 "batch_size": args.batch_size},
+                                show_progress=not args.quiet)
+        try:
+            run = kept.retrieve(topics, args.hits)
+        except Exception:  # only an interrupted search is kept to resume
+            kept.discard()
+            raise
+        write_run(run, args.output, tag=args.run_tag)
+        shutil.rmtree(work_folder(args.output), ignore_errors=True)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics
@@ -175,7 +158,62 @@ def _check_hybrid_settings(args: argparse.Namespace) -> None:
     fill_defaults(args, {"fusion": "interpolation", "alpha": 0.1})
 
 
-def _token_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
+class _Searched(CandidateSource):
+    """The command's search as a candidate source, so that :class:`ChunkedRetrieval` keeps its runs in chunks."""
+
+    name = "search"
+
+    def __init__(self, search: Search):
+        self.search = search
+
+    def retrieve(self, queries: Mapping[str, str], depth: int) -> Run:
+        return self.search(dict(queries), depth)
+
+
+def _searcher(args: argparse.Namespace, device: torch.device, show_progress: bool) -> tuple[Search, dict[str, Any]]:
+    """The search of ``--index`` (dense, token or impact: told apart by its ``meta.json``), and the record of what
+    decides its runs, which a resumed search must find unchanged."""
+    from ance_ir.index.impact import is_impact_index
+    from ance_ir.index.token_index import is_token_index
+
+    if is_token_index(args.index):
+        if args.ef_search:
+            raise ValueError(f"{args.index}: --ef-search applies to an HNSW dense index; this is a token index")
+        return _token_searcher(args, device, show_progress)
+    if args.ndocs is not None:
+        raise ValueError(f"{args.index}: --ndocs applies to a token index's candidates; this is not a token index")
+    if is_impact_index(args.index):
+        if flags := given_flags(args, {"--nprobe": "nprobe", "--ef-search": "ef_search"}):
+            raise ValueError(f"{args.index}: {flags[0]} applies to a dense or token index; this is an impact index")
+        return _impact_searcher(args, device, show_progress)
+    return _dense_searcher(args, device, show_progress)
+
+
+def _dense_searcher(args: argparse.Namespace, device: torch.device,
+                    show_progress: bool) -> tuple[Search, dict[str, Any]]:
+    """Dense search of a faiss index with the query encoder its ``meta.json`` names (or ``--encoder``)."""
+    from ance_ir.index import load_dense_index
+    from ance_ir.search import DenseSearcher, encoder_for_index, resolve_index
+
+    index = load_dense_index(resolve_index(args.index))
+    if args.nprobe is not None:
+        index.set_nprobe(args.nprobe)
+    if args.ef_search:
+        index.set_ef_search(args.ef_search)
+    if index.ef_search is not None and index.ef_search < args.hits:
+        print(f"note: {args.index} is an HNSW index searched with ef_search {index.ef_search}, below --hits "
+              f"{args.hits}: a query gets at most about {index.ef_search} hits (raise --ef-search)", file=sys.stderr)
+    overrides = {k: v for k, v in (("pooling", args.pooling), ("normalize", args.normalize)) if v is not None}
+    encoder = encoder_for_index(index, args.encoder, **overrides).to(device)
+    searcher = DenseSearcher(index, encoder)
+    record = {**_index_record(index.folder, encoder), "encoder_config": encoder.config.to_dict(),
+              "nprobe": index.nprobe, "ef_search": index.ef_search}
+    return (lambda queries, hits: searcher.search(queries, hits=hits, batch_size=args.batch_size,
+                                                  progress=show_progress)), record
+
+
+def _token_searcher(args: argparse.Namespace, device: torch.device,
+                    show_progress: bool) -> tuple[Search, dict[str, Any]]:
     """Late-interaction search of a token index with the colbert model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.token_index import load_token_index
     from ance_ir.search.tokens import TokenSearcher, model_for_index
@@ -193,13 +231,15 @@ def _token_search(args: argparse.Namespace, topics: dict[str, str], device: torc
         raise ValueError(f"--ndocs {args.ndocs} is below --hits {args.hits}: a pruned search returns at most "
                          f"--ndocs passages a query")
     index = load_token_index(args.index)
-    model = model_for_index(index, args.encoder)
-    return TokenSearcher(index, model.to(device)).search(topics, hits=args.hits, nprobe=args.nprobe,
-                                                         batch_size=args.batch_size, ndocs=args.ndocs,
-                                                         progress=not args.quiet)
+    model = model_for_index(index, args.encoder).to(device)
+    searcher = TokenSearcher(index, model)
+    record = {**_index_record(Path(args.index), model), "nprobe": args.nprobe, "ndocs": args.ndocs}
+    return (lambda queries, hits: searcher.search(queries, hits=hits, nprobe=args.nprobe, batch_size=args.batch_size,
+                                                  ndocs=args.ndocs, progress=show_progress)), record
 
 
-def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: torch.device) -> dict:
+def _impact_searcher(args: argparse.Namespace, device: torch.device,
+                     show_progress: bool) -> tuple[Search, dict[str, Any]]:
     """Learned-sparse search of an impact index with the splade model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.impact import read_meta
     from ance_ir.modeling.kinds import load_index_model
@@ -209,8 +249,44 @@ def _impact_search(args: argparse.Namespace, topics: dict[str, str], device: tor
         raise ValueError(f"{args.index}: an impact index; --pooling and --normalize are dense settings")
     meta = read_meta(args.index)
     model = load_index_model(args.encoder or meta["encoder"], meta["kind"], "head", **meta["encoder_config"])
-    return ImpactSearcher(args.index, model.to(device)).search(topics, hits=args.hits, batch_size=args.batch_size,
-                                                               threads=args.threads, progress=not args.quiet)
+    searcher = ImpactSearcher(args.index, model.to(device))
+    return (lambda queries, hits: searcher.search(queries, hits=hits, batch_size=args.batch_size,
+                                                  threads=args.threads, progress=show_progress)), \
+        _index_record(Path(args.index), model)
+
+
+def _index_record(folder: Path, model: torch.nn.Module) -> dict[str, Any]:
+    """What identifies an index and the model that encodes the queries: the index's ``meta.json`` (encoded again
+    in place, it changes) and the model's weights (trained again in place)."""
+    from ance_ir.data import sha256_file
+    from ance_ir.modeling.inference import weights_sha256
+
+    meta = folder / "meta.json"
+    return {"index": str(folder.resolve()), "index_meta_sha256": sha256_file(meta) if meta.is_file() else None,
+            "weights_sha256": weights_sha256(model)}
+
+
+def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any]) -> tuple[Search, dict[str, Any]]:
+    """``search`` fused with BM25 over ``--bm25-index`` (``--fusion``, ``--alpha``), and its record."""
+    from ance_ir.bm25 import BM25Searcher
+    from ance_ir.fusion import interpolate, reciprocal_rank_fusion
+    from ance_ir.negatives.sources import BM25Source
+
+    bm25 = BM25Searcher(args.bm25_index)
+    checked: list[bool] = []
+
+    def fused(queries: Topics, hits: int) -> Run:
+        run = search(queries, hits)
+        if not checked:  # the first queries' passages tell whether the two indexes share a corpus
+            _check_same_corpus(bm25, args.bm25_index, args.index, run)
+            checked.append(True)
+        sparse = bm25.search(queries, hits=hits, threads=args.threads)
+        if args.fusion == "interpolation":
+            return interpolate(sparse, run, args.alpha, 1 - args.alpha, depth=hits, k=hits)
+        return reciprocal_rank_fusion([run, sparse], depth=hits, k=hits)
+
+    return fused, {**record, "bm25_index": str(Path(args.bm25_index).resolve()),
+                   **BM25Source(args.bm25_index).resume_record(), "fusion": args.fusion, "alpha": args.alpha}
 
 
 def _check_same_corpus(bm25: BM25Searcher, bm25_index: str, index: str, run: Run) -> None:
