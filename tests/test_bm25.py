@@ -9,7 +9,7 @@ from conftest import run_here
 
 from ance_ir.bm25 import BM25Searcher, bm25_negatives, build_lucene_index
 from ance_ir.bm25.__main__ import main as bm25_main
-from ance_ir.data import read_run, read_topics_tsv
+from ance_ir.data import InputError, read_run, read_topics_tsv
 from ance_ir.datasets import resolve_qrels
 from ance_ir.eval import evaluate
 
@@ -143,7 +143,6 @@ ANSERINI_COUNTS = """00:39:25,002 INFO  [main] index.AbstractIndexer (AbstractIn
 ])
 def test_lucene_leaving_passages_out_is_refused(indexed, empty, passages, refused, capsys):
     from ance_ir.bm25.index import check_all_indexed
-    from ance_ir.data import InputError
 
     log = ANSERINI_COUNTS.format(indexed=indexed, empty=empty)
     if refused:
@@ -170,3 +169,31 @@ def test_rag24_mini_bm25_matches_reference(rag24_home, tmp_path):
     means = evaluate(resolve_qrels("rag24-mini-test"), read_run(run))
     assert means["ndcg_cut_10"] == pytest.approx(0.698, abs=0.005)
     assert means["recall_100"] == pytest.approx(0.942, abs=0.005)
+
+
+def test_an_interrupted_bm25_search_resumes_to_the_run_of_an_uninterrupted_one(toy_index, toy_collection, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setattr("ance_ir.negatives.resume.QUERY_CHUNK", 1)  # a chunk a query
+    search, calls = BM25Searcher.search, []
+
+    def interrupted_on_the_second(self, topics, **kwargs):
+        calls.append(list(topics))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return search(self, topics, **kwargs)
+
+    args = ["search", "--index", str(toy_index), "--topics", str(toy_collection["topics"]), "--hits", "4"]
+    output = tmp_path / "run.trec"
+    with monkeypatch.context() as patch:
+        patch.setattr(BM25Searcher, "search", interrupted_on_the_second)
+        with pytest.raises(KeyboardInterrupt, match="1 of 3 queries retrieved are kept"):
+            bm25_main([*args, "--output", str(output)])
+    with pytest.raises(InputError, match="holds an unfinished retrieval with a different k1"):
+        bm25_main([*args, "--k1", "1.2", "--output", str(output)])
+    calls.clear()
+    monkeypatch.setattr(BM25Searcher, "search", lambda self, topics, **kw: calls.append(1) or search(self, topics,
+                                                                                                    **kw))
+    assert bm25_main([*args, "--output", str(output)]) == 0 and len(calls) == 2
+    assert bm25_main([*args, "--output", str(tmp_path / "whole.trec")]) == 0
+    assert output.read_bytes() == (tmp_path / "whole.trec").read_bytes()
+    assert not (tmp_path / "run.trec.partial").exists()

@@ -6,14 +6,19 @@
 ``search`` prints the run's metrics when the topics have known qrels (or ``--qrels`` is given), as
 ``python -m ance_ir.search`` does.
 
+``search`` goes through the topics in chunks of 512 kept in OUTPUT.partial until the run is written: an interrupted
+search resumes where it stopped (other settings, or an index built again in place, are refused).
+
 ``--query-weights MODEL`` searches DeepCT-Query's way: each query's words weighted by a DeepCT model trained on query
 term recall (``task: deepct`` with ``task.target: query``), over the unchanged passages.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ance_ir.cli import (
     ArgumentParser,
@@ -25,8 +30,12 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import check_run_tag, write_run
+from ance_ir.data import check_run_tag, output_lock, write_run
+from ance_ir.data.resume import work_folder
 from ance_ir.datasets import resolve_corpus, resolve_eval_qrels, resolve_topics
+
+if TYPE_CHECKING:
+    from ance_ir.bm25 import BM25Searcher
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,21 +80,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from ance_ir.bm25 import BM25Searcher
+    from ance_ir.negatives.resume import QUERY_CHUNK, resumable_search
+    from ance_ir.negatives.sources import BM25Source
 
     check_output(args.output)
     check_apart(args.output, [args.topics, args.qrels], [args.index])
     check_run_tag(args.run_tag)
     topics = resolve_topics(args.topics)
     qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
-    searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
-    run = searcher.search(topics, hits=args.hits, threads=args.threads, progress=not args.quiet)
-    write_run(run, args.output, tag=args.run_tag)
+    with output_lock(args.output):  # one writer; the temporaries and chunks of a killed run are ours
+        searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
+        settings = {"index": str(Path(args.index).resolve()), **BM25Source(args.index).resume_record(),
+                    "k1": args.k1, "b": args.b, "query_weights": _weights(searcher)}
+        run = resumable_search(lambda queries, hits: searcher.search(
+            queries, hits=hits, threads=args.threads, progress=not args.quiet and len(topics) <= QUERY_CHUNK),
+            topics, args.hits, args.output, settings, show_progress=not args.quiet)
+        write_run(run, args.output, tag=args.run_tag)
+        shutil.rmtree(work_folder(args.output), ignore_errors=True)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics
 
         print_run_metrics(qrels, run, args.output, args.qrels or args.topics)
     return 0
+
+
+def _weights(searcher: BM25Searcher) -> str | None:
+    """The sha256 of the DeepCT-Query model's weights that weight the queries; None without one."""
+    if searcher.weigher is None:
+        return None
+    from ance_ir.modeling.inference import weights_sha256
+
+    return weights_sha256(searcher.weigher)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,32 @@ def _read_chunk(path: Path, qids: list[str]) -> Ranking:
     if list(ranking) != qids:
         raise InputError(path, f"does not hold the rankings of this chunk's queries; delete {path.parent}")
     return ranking
+
+
+class SearchSource(CandidateSource):
+    """A search command's ``search(queries, hits) -> run`` as a candidate source, so that :class:`ChunkedRetrieval`
+    keeps its runs in chunks."""
+
+    name = "search"
+
+    def __init__(self, search: Callable[[dict[str, str], int], Ranking]):
+        self.search = search
+
+    def retrieve(self, queries: Mapping[str, str], depth: int) -> Ranking:
+        return self.search(dict(queries), depth)
+
+
+def resumable_search(search: Callable[[dict[str, str], int], Ranking], queries: Mapping[str, str], hits: int,
+                     output: str | Path, settings: dict[str, Any], show_progress: bool) -> Ranking:
+    """``search`` of ``queries`` at ``hits`` for a command writing the run ``output``, in chunks kept in
+    ``OUTPUT.partial`` (refused when ``settings``, what decides the run, changed); the caller writes ``output``
+    and then removes the work folder. A failure other than an interrupt drops the chunks."""
+    kept = ChunkedRetrieval(SearchSource(search), output, settings, show_progress=show_progress)
+    try:
+        return kept.retrieve(queries, hits)
+    except Exception:
+        kept.discard()
+        raise
 
 
 class ChunkedRetrieval(CandidateSource):

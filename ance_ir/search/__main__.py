@@ -41,7 +41,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +61,7 @@ from ance_ir.data import InputError, Run, Topics, check_run_tag, output_lock, wr
 from ance_ir.data.resume import work_folder
 from ance_ir.datasets import resolve_eval_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
-from ance_ir.negatives.resume import QUERY_CHUNK, ChunkedRetrieval
-from ance_ir.negatives.sources import CandidateSource
+from ance_ir.negatives.resume import QUERY_CHUNK, resumable_search
 
 if TYPE_CHECKING:
     import torch
@@ -130,14 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         search, record = _searcher(args, device, show_progress=not args.quiet and len(topics) <= QUERY_CHUNK)
         if args.bm25_index:
             search, record = _hybrid(args, search, record)
-        kept = ChunkedRetrieval(_Searched(search), args.output, {**record, "device": device.type,
-                                                                 "batch_size": args.batch_size},
-                                show_progress=not args.quiet)
-        try:
-            run = kept.retrieve(topics, args.hits)
-        except Exception:  # only an interrupted search is kept to resume
-            kept.discard()
-            raise
+        run = resumable_search(search, topics, args.hits, args.output,
+                               {**record, "device": device.type, "batch_size": args.batch_size},
+                               show_progress=not args.quiet)
         write_run(run, args.output, tag=args.run_tag)
         shutil.rmtree(work_folder(args.output), ignore_errors=True)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
@@ -156,18 +150,6 @@ def _check_hybrid_settings(args: argparse.Namespace) -> None:
     if args.fusion == "rrf" and "--alpha" in given:
         raise ValueError("--alpha weights --fusion interpolation; rrf has no weight")
     fill_defaults(args, {"fusion": "interpolation", "alpha": 0.1})
-
-
-class _Searched(CandidateSource):
-    """The command's search as a candidate source, so that :class:`ChunkedRetrieval` keeps its runs in chunks."""
-
-    name = "search"
-
-    def __init__(self, search: Search):
-        self.search = search
-
-    def retrieve(self, queries: Mapping[str, str], depth: int) -> Run:
-        return self.search(dict(queries), depth)
 
 
 def _searcher(args: argparse.Namespace, device: torch.device, show_progress: bool) -> tuple[Search, dict[str, Any]]:
