@@ -209,6 +209,11 @@ def test_an_interrupted_search_resumes_to_the_run_of_an_uninterrupted_one(toy_de
     assert not output.exists() and (tmp_path / "run.trec.partial" / "ranking-00000.jsonl").is_file()
     with pytest.raises(InputError, match="holds an unfinished retrieval with a different depth"):
         search_main([*args[:-1], "6", "--output", str(output)])
+    from ance_ir.bm25 import build_lucene_index
+
+    lucene = build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
+    with pytest.raises(InputError, match="holds an unfinished retrieval with a different bm25_index"):
+        search_main([*args, "--bm25-index", str(lucene), "--output", str(output)])  # hybrid is not switched on
     calls.clear()
     monkeypatch.setattr(DenseSearcher, "search", lambda self, topics, **kw: calls.append(1) or search(self, topics,
                                                                                                        **kw))
@@ -217,3 +222,24 @@ def test_an_interrupted_search_resumes_to_the_run_of_an_uninterrupted_one(toy_de
     assert not (tmp_path / "run.trec.partial").exists()
     assert search_main([*args, "--output", str(tmp_path / "whole.trec")]) == 0
     assert output.read_bytes() == (tmp_path / "whole.trec").read_bytes().replace(b" whole", b" run")
+
+
+def test_the_resume_record_of_an_index_without_meta_json_follows_its_files(toy_dense_index, tmp_path, tiny_bert_dir):
+    """A Pyserini-built index has no meta.json: its files' sizes and times identify it, so one encoded again in place
+    is not taken for the one an interrupted search began with."""
+    import os
+    import shutil
+
+    from ance_ir.modeling.kinds import load_model
+    from ance_ir.search.__main__ import _index_record
+
+    folder = tmp_path / "pyserini-like"
+    shutil.copytree(toy_dense_index, folder)
+    (folder / "meta.json").unlink()
+    model = load_model(tiny_bert_dir)
+    first = _index_record(folder, model)
+    assert set(first["index_files"]) == {"docid", "index"} and _index_record(folder, model) == first
+    stat = (folder / "index").stat()
+    os.utime(folder / "index", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # written again
+    assert _index_record(folder, model) != first
+    assert "index_meta_sha256" in _index_record(toy_dense_index, model)

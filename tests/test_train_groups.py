@@ -127,9 +127,9 @@ def test_distilling_bm25_scored_groups_is_noted(toy, lucene, tmp_path, capsys):
                 "n_negatives": 2, "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 1}
     capsys.readouterr()
     train(toy_config(toy, tmp_path / "bm25", groups=str(groups), **settings))
-    assert "its scores are BM25's (python -m ance_ir.negatives --source bm25)" in capsys.readouterr().err
+    assert "the scores of 3 groups are BM25's (python -m ance_ir.negatives --source bm25)" in capsys.readouterr().err
     taught = tmp_path / "taught.jsonl"
     write_groups(taught, [TrainingGroup(g.query_id, g.query, g.positives, g.negatives, "train-runs/ce")
                           for g in read_groups(groups)])
     train(toy_config(toy, tmp_path / "taught", groups=str(taught), **settings))
-    assert "its scores are BM25's" not in capsys.readouterr().err
+    assert "are BM25's" not in capsys.readouterr().err

@@ -91,8 +91,10 @@ def text_positions(config: Any) -> int | None:
     """The tokens a text of a model with the Hugging Face ``config`` can hold (None: no limit it records): its
     position embeddings, less RoBERTa's (and MPNet's) ``pad_token_id + 1`` unused ones (514 -> 512)."""
     positions = getattr(config, "max_position_embeddings", None)
-    if positions and getattr(config, "model_type", None) in _POSITIONS_AFTER_PADDING:
-        return positions - (getattr(config, "pad_token_id", None) or 0) - 1
+    kind = getattr(config, "model_type", None)
+    if positions and kind in _POSITIONS_AFTER_PADDING:
+        padding = getattr(config, "pad_token_id", None)
+        return positions - (1 if kind == "mpnet" or padding is None else padding) - 1  # MPNet's padding id is 1
     return positions
 
 

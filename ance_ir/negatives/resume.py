@@ -51,7 +51,7 @@ def resumable_search(search: Callable[[dict[str, str], int], Ranking], queries: 
     """``search`` of ``queries`` at ``hits`` for a command writing the run ``output``, in chunks kept in
     ``OUTPUT.partial`` (refused when ``settings``, what decides the run, changed); the caller writes ``output``
     and then removes the work folder. A failure other than an interrupt drops the chunks."""
-    kept = ChunkedRetrieval(SearchSource(search), output, settings, show_progress=show_progress)
+    kept = ChunkedRetrieval(SearchSource(search), output, settings, show_progress=show_progress, desc="search")
     try:
         return kept.retrieve(queries, hits)
     except Exception:
@@ -70,10 +70,11 @@ class ChunkedRetrieval(CandidateSource):
     """
 
     def __init__(self, source: CandidateSource, output: str | Path, settings: dict[str, Any],
-                 chunk_size: int | None = None, show_progress: bool = True, work: Path | None = None):
+                 chunk_size: int | None = None, show_progress: bool = True, work: Path | None = None,
+                 desc: str | None = None):
         self.source, self.output, self.settings = source, Path(output), settings
         self.work, self.chunk_size = work or work_folder(output), chunk_size or QUERY_CHUNK
-        self.show_progress = show_progress
+        self.show_progress, self.desc = show_progress, desc or f"{source.name} candidates"
         self.name = source.name
         self._opened = False
 
@@ -110,7 +111,7 @@ class ChunkedRetrieval(CandidateSource):
                              for qid, hits in part.items())
 
         ranking: Ranking = {}
-        with ChunkedJob(self.work, job, len(items), f"{self.name} candidates", load=load, compute=compute, save=save,
+        with ChunkedJob(self.work, job, len(items), self.desc, load=load, compute=compute, save=save,
                         verb="retrieved", unit="queries", bar_unit="query",
                         show_progress=self.show_progress and len(items) > self.chunk_size) as chunked:
             for number, chunk in enumerate(in_chunks(items, self.chunk_size)):

@@ -70,6 +70,8 @@ if TYPE_CHECKING:
 
 #: a search of the command: queries and hits per query -> their run
 Search = Callable[[Topics, int], Run]
+#: the hybrid's part of a resume record, for a search that is not one (so that a resume cannot switch it on or off)
+NOT_HYBRID = {"bm25_index": None, "index_commit": None, "fusion": None, "alpha": None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar (a dense or token search shows one "
-                                                             "when its queries take more than one --batch-size; a BM25 "
-                                                             "or impact search, more than 128 queries)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (shown over the chunks of a search of "
+                                                             "more than 512 queries; for fewer, when they take more "
+                                                             "than one --batch-size of a dense or token search, or 128 "
+                                                             "queries of a BM25 or impact one)")
     add_import_argument(parser)
     args = parser.parse_args(argv)
     check_output(args.output)
@@ -126,11 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     topics = resolve_topics(args.topics)
     qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
     with output_lock(args.output):  # one writer; the temporaries and chunks of a killed run are ours
-        search, record = _searcher(args, device, show_progress=not args.quiet and len(topics) <= QUERY_CHUNK)
+        show_progress = not args.quiet and len(topics) <= QUERY_CHUNK  # more: a bar over the chunks
+        search, record = _searcher(args, device, show_progress)
         if args.bm25_index:
-            search, record = _hybrid(args, search, record)
+            search, record = _hybrid(args, search, record, show_progress)
         run = resumable_search(search, topics, args.hits, args.output,
-                               {**record, "device": device.type, "batch_size": args.batch_size},
+                               {**NOT_HYBRID, **record, "device": device.type, "batch_size": args.batch_size},
                                show_progress=not args.quiet)
         write_run(run, args.output, tag=args.run_tag)
         shutil.rmtree(work_folder(args.output), ignore_errors=True)
@@ -239,16 +243,20 @@ def _impact_searcher(args: argparse.Namespace, device: torch.device,
 
 def _index_record(folder: Path, model: torch.nn.Module) -> dict[str, Any]:
     """What identifies an index and the model that encodes the queries: the index's ``meta.json`` (encoded again
-    in place, it changes) and the model's weights (trained again in place)."""
+    in place, it changes; for a folder without one, a Pyserini-built dense index, its files' sizes and times) and
+    the model's weights (trained again in place)."""
     from ance_ir.data import sha256_file
     from ance_ir.modeling.inference import weights_sha256
 
     meta = folder / "meta.json"
-    return {"index": str(folder.resolve()), "index_meta_sha256": sha256_file(meta) if meta.is_file() else None,
-            "weights_sha256": weights_sha256(model)}
+    identity = ({"index_meta_sha256": sha256_file(meta)} if meta.is_file() else
+                {"index_files": {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.iterdir())
+                                 if p.is_file()}})
+    return {"index": str(folder.resolve()), **identity, "weights_sha256": weights_sha256(model)}
 
 
-def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any]) -> tuple[Search, dict[str, Any]]:
+def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any],
+            show_progress: bool) -> tuple[Search, dict[str, Any]]:
     """``search`` fused with BM25 over ``--bm25-index`` (``--fusion``, ``--alpha``), and its record."""
     from ance_ir.bm25 import BM25Searcher
     from ance_ir.fusion import interpolate, reciprocal_rank_fusion
@@ -262,7 +270,7 @@ def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any]) ->
         if not checked:  # the first queries' passages tell whether the two indexes share a corpus
             _check_same_corpus(bm25, args.bm25_index, args.index, run)
             checked.append(True)
-        sparse = bm25.search(queries, hits=hits, threads=args.threads)
+        sparse = bm25.search(queries, hits=hits, threads=args.threads, progress=show_progress)
         if args.fusion == "interpolation":
             return interpolate(sparse, run, args.alpha, 1 - args.alpha, depth=hits, k=hits)
         return reciprocal_rank_fusion([run, sparse], depth=hits, k=hits)

@@ -186,7 +186,7 @@ class GroupsSource(DataSource):
         judged = resolve_qrels(d.qrels) if d.qrels else {}
         queries, exclude, negatives, scores = {}, {}, {}, {}
         pairs: list[tuple[str, str]] = []
-        missing, scorers = 0, set()
+        missing, by_bm25 = 0, 0
         for group in read_groups(d.groups):
             qid = group.query_id
             for p in group.positives:  # a new text (pretraining pairs: ICT's passage without its sentence)
@@ -201,8 +201,7 @@ class GroupsSource(DataSource):
             exclude[qid] = frozenset({p.docid for p in group.positives} | relevant)
             negatives[qid] = [p.docid for p in group.negatives if p.docid in texts and p.docid not in exclude[qid]]
             scores[qid] = {p.docid: p.score for p in (*group.positives, *group.negatives) if p.score is not None}
-            if scores[qid]:
-                scorers.add(group.scored_by)
+            by_bm25 += bool(scores[qid]) and group.scored_by == "bm25"
             pairs.extend((qid, docid) for docid in good)
         _note_missing(missing, d.groups_named())
         if not pairs:
@@ -212,10 +211,10 @@ class GroupsSource(DataSource):
             if not any(scores.values()):
                 raise ValueError(f"{d.groups_named()}: no passage has a score, and loss {loss.name!r} needs teacher "
                                  "scores (write them with python -m ance_ir.rerank --groups)")
-            if scorers == {"bm25"}:
-                print(f"note: {d.groups_named()}: its scores are BM25's (python -m ance_ir.negatives --source bm25), "
-                      f"which loss {loss.name!r} distils as the teacher's; a cross-encoder's come from python -m "
-                      "ance_ir.rerank --groups", file=sys.stderr)
+            if by_bm25:
+                print(f"note: {d.groups_named()}: the scores of {by_bm25} groups are BM25's (python -m "
+                      f"ance_ir.negatives --source bm25), which loss {loss.name!r} distils as the teacher's; a "
+                      "cross-encoder's come from python -m ance_ir.rerank --groups", file=sys.stderr)
         return TrainData(corpus_path, docids, texts, queries, exclude, pairs, negatives, scores)
 
 
