@@ -122,6 +122,21 @@ def run_main(main: Callable[[list[str] | None], int | None], *args: str,
     return exit_.value.code, capsys.readouterr().err
 
 
+def interrupt_at_call(patch: pytest.MonkeyPatch, owner: type, name: str, call: int = 0) -> list[list[str]]:
+    """Patch the method ``owner.name`` (taking queries first) to raise KeyboardInterrupt at its ``call``-th call
+    (from 1; 0: never) and otherwise run as before; returns the list of each call's query ids."""
+    original, calls = getattr(owner, name), []
+
+    def counted(self, queries, *args, **kwargs):
+        calls.append(list(queries))
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return original(self, queries, *args, **kwargs)
+
+    patch.setattr(owner, name, counted)
+    return calls
+
+
 def assert_refused(done: tuple[int, str] | subprocess.CompletedProcess, message: str, output: Path) -> None:
     """Exit status 2, one ``error: ...`` line containing ``message``, and ``output`` not written."""
     code, err = (done.returncode, done.stderr) if isinstance(done, subprocess.CompletedProcess) else done

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_here
+from conftest import interrupt_at_call, run_here
 
 from ance_ir.bm25 import BM25Searcher, bm25_negatives, build_lucene_index
 from ance_ir.bm25.__main__ import main as bm25_main
@@ -174,25 +174,15 @@ def test_rag24_mini_bm25_matches_reference(rag24_home, tmp_path):
 def test_an_interrupted_bm25_search_resumes_to_the_run_of_an_uninterrupted_one(toy_index, toy_collection, tmp_path,
                                                                                monkeypatch):
     monkeypatch.setattr("ance_ir.negatives.resume.QUERY_CHUNK", 1)  # a chunk a query
-    search, calls = BM25Searcher.search, []
-
-    def interrupted_on_the_second(self, topics, **kwargs):
-        calls.append(list(topics))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return search(self, topics, **kwargs)
-
     args = ["search", "--index", str(toy_index), "--topics", str(toy_collection["topics"]), "--hits", "4"]
     output = tmp_path / "run.trec"
     with monkeypatch.context() as patch:
-        patch.setattr(BM25Searcher, "search", interrupted_on_the_second)
+        interrupt_at_call(patch, BM25Searcher, "search", 2)
         with pytest.raises(KeyboardInterrupt, match="1 of 3 queries retrieved are kept"):
             bm25_main([*args, "--output", str(output)])
     with pytest.raises(InputError, match="holds an unfinished retrieval with a different k1"):
         bm25_main([*args, "--k1", "1.2", "--output", str(output)])
-    calls.clear()
-    monkeypatch.setattr(BM25Searcher, "search", lambda self, topics, **kw: calls.append(1) or search(self, topics,
-                                                                                                    **kw))
+    calls = interrupt_at_call(monkeypatch, BM25Searcher, "search")
     assert bm25_main([*args, "--output", str(output)]) == 0 and len(calls) == 2
     assert bm25_main([*args, "--output", str(tmp_path / "whole.trec")]) == 0
     assert output.read_bytes() == (tmp_path / "whole.trec").read_bytes()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import assert_refused, run_here, run_main
+from conftest import assert_refused, interrupt_at_call, run_here, run_main
 
 from ance_ir.data import read_run, read_topics_tsv
 from ance_ir.search.__main__ import main as search_main
@@ -192,18 +192,10 @@ def test_an_interrupted_search_resumes_to_the_run_of_an_uninterrupted_one(toy_de
     from ance_ir.search.dense import DenseSearcher
 
     monkeypatch.setattr("ance_ir.negatives.resume.QUERY_CHUNK", 1)  # a chunk a query
-    search, calls = DenseSearcher.search, []
-
-    def interrupted_on_the_second(self, topics, **kwargs):
-        calls.append(list(topics))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return search(self, topics, **kwargs)
-
     args = ["--topics", str(toy_collection["topics"]), "--index", str(toy_dense_index), "--hits", "5"]
     output = tmp_path / "run.trec"
     with monkeypatch.context() as patch:
-        patch.setattr(DenseSearcher, "search", interrupted_on_the_second)
+        interrupt_at_call(patch, DenseSearcher, "search", 2)
         with pytest.raises(KeyboardInterrupt, match="1 of 3 queries retrieved are kept in .*run.trec.partial"):
             search_main([*args, "--output", str(output)])
     assert not output.exists() and (tmp_path / "run.trec.partial" / "ranking-00000.jsonl").is_file()
@@ -214,9 +206,7 @@ def test_an_interrupted_search_resumes_to_the_run_of_an_uninterrupted_one(toy_de
     lucene = build_lucene_index(toy_collection["corpus"], tmp_path / "toy.lucene")
     with pytest.raises(InputError, match="holds an unfinished retrieval with a different bm25_index"):
         search_main([*args, "--bm25-index", str(lucene), "--output", str(output)])  # hybrid is not switched on
-    calls.clear()
-    monkeypatch.setattr(DenseSearcher, "search", lambda self, topics, **kw: calls.append(1) or search(self, topics,
-                                                                                                       **kw))
+    calls = interrupt_at_call(monkeypatch, DenseSearcher, "search")
     assert search_main([*args, "--output", str(output)]) == 0
     assert len(calls) == 2 and "resuming from the chunks retrieved" in capsys.readouterr().err
     assert not (tmp_path / "run.trec.partial").exists()

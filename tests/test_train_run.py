@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import TOY_QRELS, TOY_TOPICS
+from conftest import TOY_QRELS, TOY_TOPICS, interrupt_at_call
 from safetensors.torch import load_file
 
 from ance_ir.cli import Terminated
@@ -615,26 +615,16 @@ def test_a_new_run_interrupted_while_retrieving_keeps_the_rankings_for_its_rerun
     from ance_ir.negatives.sources import BM25Source
 
     monkeypatch.setattr("ance_ir.negatives.resume.QUERY_CHUNK", 1)  # a chunk a query
-    retrieve, calls = BM25Source.retrieve, []
-
-    def interrupted_on_the_second(self, queries, depth):
-        calls.append(list(queries))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return retrieve(self, queries, depth)
-
     settings = {"negatives": "bm25", "refresh_every": 0, "eval_topics": None, "eval_qrels": None, "max_steps": 4}
     output = tmp_path / "run"
     with monkeypatch.context() as patch:
-        patch.setattr(BM25Source, "retrieve", interrupted_on_the_second)
+        interrupt_at_call(patch, BM25Source, "retrieve", 2)
         with pytest.raises(KeyboardInterrupt, match=r"1 of 3 queries retrieved are kept in .*candidates"):
             train(toy_config(toy, output, **settings))
     run = RunDir(output)
     assert sorted(p.name for p in output.iterdir()) == ["bm25-index", "candidates"]
     assert sorted(p.name for p in run.candidates.glob("ranking-*")) == ["ranking-00000.jsonl"]
-    calls.clear()
-    monkeypatch.setattr(BM25Source, "retrieve", lambda self, queries, depth: calls.append(1) or retrieve(self, queries,
-                                                                                                         depth))
+    calls = interrupt_at_call(monkeypatch, BM25Source, "retrieve")
     train(toy_config(toy, output, **settings))
     assert len(calls) == 2  # the two queries not retrieved before
     train(toy_config(toy, tmp_path / "reference", **settings))
