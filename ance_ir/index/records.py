@@ -1,11 +1,12 @@
-"""The model an index's ``meta.json`` records (``encoder``, ``kind``, ``encoder_config``), checked for its types."""
+"""The model an index's ``meta.json`` records (``encoder``, ``kind``, ``encoder_config``), checked for its types; and
+what identifies an index folder's contents, for a resume to check."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from ance_ir.data import InputError
+from ance_ir.data import InputError, sha256_file
 
 #: each recorded field, the type it must have, and how an error names it
 MODEL_FIELDS = (("encoder", str, "a string"), ("kind", str, "a string"),
@@ -17,3 +18,13 @@ def check_model_record(path: str | Path, meta: dict[str, Any]) -> None:
     for key, kind, what in MODEL_FIELDS:
         if key in meta and not isinstance(meta[key], kind):
             raise InputError(path, f"{key} must be {what}, got {meta[key]!r}")
+
+
+def index_identity(folder: Path) -> dict[str, Any]:
+    """What tells an index folder encoded again in place from the one it was: its ``meta.json``'s sha256, or for a
+    folder without one (a Pyserini-built dense index) its files' sizes and modification times."""
+    meta = folder / "meta.json"
+    if meta.is_file():
+        return {"index_meta_sha256": sha256_file(meta)}
+    return {"index_files": {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.iterdir())
+                            if p.is_file()}}

@@ -153,16 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.data.resume import work_folder
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.negatives.mining import build_groups, check_mining_params
-    from ance_ir.negatives.resume import ChunkedRetrieval
+    from ance_ir.negatives.resume import ChunkedRetrieval, retrieval_settings
     from ance_ir.negatives.sources import build_source
 
     check_mining_params(args.depth, args.skip, args.max_rank, args.margin, args.relative_margin)
     params = source_params(args)
     source = build_source(args.source, **params)
     if source.computes:  # a source that only reads its candidates has nothing to resume
-        settings = {"source": args.source, **{k: v for k, v in params.items() if k != "threads"},
-                    **source.resume_record()}
-        source = ChunkedRetrieval(source, args.output, settings, show_progress=not args.quiet)
+        source = ChunkedRetrieval(source, args.output, retrieval_settings(args.source, params, source),
+                                  show_progress=not args.quiet)
     topics = resolve_topics(args.topics)
     if args.pseudo_positives and args.qrels:
         raise ValueError("--pseudo-positives labels topics from the source's ranking; drop --qrels")

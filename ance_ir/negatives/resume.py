@@ -33,6 +33,13 @@ def _read_chunk(path: Path, qids: list[str]) -> Ranking:
     return ranking
 
 
+def retrieval_settings(name: str, params: Mapping[str, Any], source: CandidateSource) -> dict[str, Any]:
+    """What decides the candidates of ``source`` (built as ``name`` with ``params``), recorded with its kept chunks
+    for a resume to check: its name, its parameters but ``threads`` (which changes no result) and its
+    ``resume_record``."""
+    return {"source": name, **{k: v for k, v in params.items() if k != "threads"}, **source.resume_record()}
+
+
 class SearchSource(CandidateSource):
     """A search command's ``search(queries, hits) -> run`` as a candidate source, so that :class:`ChunkedRetrieval`
     keeps its runs in chunks."""

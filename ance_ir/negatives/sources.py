@@ -119,12 +119,11 @@ class DenseSource(CandidateSource):
         return self.searcher.search(dict(queries), hits=depth, batch_size=self.batch_size)
 
     def resume_record(self) -> dict[str, Any]:
-        from ance_ir.data import sha256_file
+        from ance_ir.index.records import index_identity
         from ance_ir.modeling.inference import weights_sha256
 
-        meta = self.searcher.index.folder / "meta.json"  # the index encoded again in place: its corpus, weights
         return {"weights_sha256": weights_sha256(self.searcher.encoder),  # the query encoder trained again in place
-                "index_meta_sha256": sha256_file(meta) if meta.is_file() else None}
+                **index_identity(self.searcher.index.folder)}  # the index encoded again in place
 
 
 @register_source

@@ -242,17 +242,12 @@ def _impact_searcher(args: argparse.Namespace, device: torch.device,
 
 
 def _index_record(folder: Path, model: torch.nn.Module) -> dict[str, Any]:
-    """What identifies an index and the model that encodes the queries: the index's ``meta.json`` (encoded again
-    in place, it changes; for a folder without one, a Pyserini-built dense index, its files' sizes and times) and
-    the model's weights (trained again in place)."""
-    from ance_ir.data import sha256_file
+    """What identifies an index (:func:`~ance_ir.index.records.index_identity`: encoded again in place, it changes)
+    and the model that encodes the queries (its weights: trained again in place)."""
+    from ance_ir.index.records import index_identity
     from ance_ir.modeling.inference import weights_sha256
 
-    meta = folder / "meta.json"
-    identity = ({"index_meta_sha256": sha256_file(meta)} if meta.is_file() else
-                {"index_files": {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.iterdir())
-                                 if p.is_file()}})
-    return {"index": str(folder.resolve()), **identity, "weights_sha256": weights_sha256(model)}
+    return {"index": str(folder.resolve()), **index_identity(folder), "weights_sha256": weights_sha256(model)}
 
 
 def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any],

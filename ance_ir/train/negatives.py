@@ -174,21 +174,21 @@ def search_bm25_candidates(index: Path, data: TrainData, depth: int, kept: Path,
     (:func:`kept_retrieval`)."""
     from ance_ir.negatives.sources import BM25Source
 
-    ranking = kept_retrieval(BM25Source(index), {"source": "bm25"}, data.queries, depth, kept, progress)
+    ranking = kept_retrieval(BM25Source(index), "bm25", {}, data.queries, depth, kept, progress)
     return {qid: [d for d, _ in ranked if d not in data.exclude.get(qid, ())] for qid, ranked in ranking.items()}
 
 
-def kept_retrieval(source: CandidateSource, settings: dict[str, Any], queries: Mapping[str, str], depth: int,
-                   kept: Path, progress: bool) -> dict[str, list[tuple[str, float]]]:
+def kept_retrieval(source: CandidateSource, name: str, params: dict[str, Any], queries: Mapping[str, str],
+                   depth: int, kept: Path, progress: bool) -> dict[str, list[tuple[str, float]]]:
     """``source``'s top ``depth`` for ``queries``, retrieved in chunks kept in the folder ``kept`` (a run's
     ``candidates/``): a resumed run, or one interrupted while retrieving, reads what was retrieved instead of
-    retrieving it again. The chunks are reused only for the same ``settings`` (the source's name and parameters),
-    source ``resume_record``, queries and depth; chunks of any other retrieval (an earlier attempt's, before the
-    run's first checkpoint, whose settings may differ) are dropped first."""
+    retrieving it again. The chunks are reused only for the same source (built as ``name`` with ``params``: its
+    :func:`~ance_ir.negatives.resume.retrieval_settings`), queries and depth; chunks of any other retrieval (an
+    earlier attempt's, before the run's first checkpoint, whose settings may differ) are dropped first."""
     from ance_ir.data.resume import JOB_FILE
-    from ance_ir.negatives.resume import ChunkedRetrieval
+    from ance_ir.negatives.resume import ChunkedRetrieval, retrieval_settings
 
-    chunked = ChunkedRetrieval(source, kept, {**settings, **source.resume_record()}, show_progress=progress,
+    chunked = ChunkedRetrieval(source, kept, retrieval_settings(name, params, source), show_progress=progress,
                                work=kept)
     if kept.is_dir() and _recorded_job(kept / JOB_FILE) != chunked.job(queries, depth):
         print(f"note: {kept} holds the rankings of another retrieval (an earlier attempt's); retrieving again",
@@ -474,8 +474,7 @@ class SourceNegatives(CandidateNegatives):
             params = dict(config.negatives.options)
             name = params.pop("source")
             source = build_source(name, **params)
-            settings = {"source": name, **{k: v for k, v in params.items() if k != "threads"}}
-            ranking = (kept_retrieval(source, settings, data.queries, config.negatives.depth, run.candidates,
+            ranking = (kept_retrieval(source, name, params, data.queries, config.negatives.depth, run.candidates,
                                       config.progress) if source.computes
                        else source.retrieve(data.queries, config.negatives.depth))
             mined = mine(ranking, {}, data.exclude, config.negatives.depth)
