@@ -15,7 +15,6 @@ term recall (``task: deepct`` with ``task.target: query``), over the unchanged p
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,8 +29,7 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import check_run_tag, output_lock, write_run
-from ance_ir.data.resume import work_folder
+from ance_ir.data import check_run_tag
 from ance_ir.datasets import resolve_corpus, resolve_eval_qrels, resolve_topics
 
 if TYPE_CHECKING:
@@ -80,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from ance_ir.bm25 import BM25Searcher
-    from ance_ir.negatives.resume import QUERY_CHUNK, resumable_search
+    from ance_ir.negatives.resume import QUERY_CHUNK, write_searched_run
     from ance_ir.negatives.sources import BM25Source
 
     check_output(args.output)
@@ -88,15 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     check_run_tag(args.run_tag)
     topics = resolve_topics(args.topics)
     qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
-    with output_lock(args.output):  # one writer; the temporaries and chunks of a killed run are ours
-        searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
-        settings = {"index": str(Path(args.index).resolve()), **BM25Source(args.index).resume_record(),
-                    "k1": args.k1, "b": args.b, "query_weights": _weights(searcher)}
-        run = resumable_search(lambda queries, hits: searcher.search(
-            queries, hits=hits, threads=args.threads, progress=not args.quiet and len(topics) <= QUERY_CHUNK),
-            topics, args.hits, args.output, settings, show_progress=not args.quiet)
-        write_run(run, args.output, tag=args.run_tag)
-        shutil.rmtree(work_folder(args.output), ignore_errors=True)
+    searcher = BM25Searcher(args.index, args.k1, args.b, args.query_weights)
+    settings = {"index": str(Path(args.index).resolve()), **BM25Source(args.index).resume_record(),
+                "k1": args.k1, "b": args.b, "query_weights": _weights(searcher)}
+    run = write_searched_run(lambda queries, hits: searcher.search(
+        queries, hits=hits, threads=args.threads, progress=not args.quiet and len(topics) <= QUERY_CHUNK),
+        topics, args.hits, args.output, args.run_tag, settings, show_progress=not args.quiet)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics

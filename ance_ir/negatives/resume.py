@@ -53,17 +53,24 @@ class SearchSource(CandidateSource):
         return self.search(dict(queries), depth)
 
 
-def resumable_search(search: Callable[[dict[str, str], int], Ranking], queries: Mapping[str, str], hits: int,
-                     output: str | Path, settings: dict[str, Any], show_progress: bool) -> Ranking:
-    """``search`` of ``queries`` at ``hits`` for a command writing the run ``output``, in chunks kept in
-    ``OUTPUT.partial`` (refused when ``settings``, what decides the run, changed); the caller writes ``output``
-    and then removes the work folder. A failure other than an interrupt drops the chunks."""
-    kept = ChunkedRetrieval(SearchSource(search), output, settings, show_progress=show_progress, desc="search")
-    try:
-        return kept.retrieve(queries, hits)
-    except Exception:
-        kept.discard()
-        raise
+def write_searched_run(search: Callable[[dict[str, str], int], Ranking], queries: Mapping[str, str], hits: int,
+                       output: str | Path, tag: str, settings: dict[str, Any], show_progress: bool) -> Ranking:
+    """``search`` of ``queries`` at ``hits`` written as the TREC run ``output`` (run tag ``tag``), searched in chunks
+    kept in ``OUTPUT.partial`` until the run is written, so that an interrupted search resumes (refused when
+    ``settings``, what decides the run, changed; a failure other than an interrupt drops the chunks). Holds the
+    output's lock: one writer, and the temporaries and chunks of a killed run are its own."""
+    from ance_ir.data import output_lock, write_run
+
+    with output_lock(output):
+        kept = ChunkedRetrieval(SearchSource(search), output, settings, show_progress=show_progress, desc="search")
+        try:
+            run = kept.retrieve(queries, hits)
+        except Exception:
+            kept.discard()
+            raise
+        write_run(run, output, tag=tag)
+        shutil.rmtree(kept.work, ignore_errors=True)
+    return run
 
 
 class ChunkedRetrieval(CandidateSource):

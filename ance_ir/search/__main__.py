@@ -39,7 +39,6 @@ in place are refused).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -57,11 +56,10 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import InputError, Run, Topics, check_run_tag, output_lock, write_run
-from ance_ir.data.resume import work_folder
+from ance_ir.data import InputError, Run, Topics, check_run_tag
 from ance_ir.datasets import resolve_eval_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
-from ance_ir.negatives.resume import QUERY_CHUNK, resumable_search
+from ance_ir.negatives.resume import QUERY_CHUNK, write_searched_run
 
 if TYPE_CHECKING:
     import torch
@@ -128,16 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(args.threads)
     topics = resolve_topics(args.topics)
     qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
-    with output_lock(args.output):  # one writer; the temporaries and chunks of a killed run are ours
-        show_progress = not args.quiet and len(topics) <= QUERY_CHUNK  # more: a bar over the chunks
-        search, record = _searcher(args, device, show_progress)
-        if args.bm25_index:
-            search, record = _hybrid(args, search, record, show_progress)
-        run = resumable_search(search, topics, args.hits, args.output,
-                               {**NOT_HYBRID, **record, "device": device.type, "batch_size": args.batch_size},
-                               show_progress=not args.quiet)
-        write_run(run, args.output, tag=args.run_tag)
-        shutil.rmtree(work_folder(args.output), ignore_errors=True)
+    show_progress = not args.quiet and len(topics) <= QUERY_CHUNK  # more: a bar over the chunks
+    search, record = _searcher(args, device, show_progress)
+    if args.bm25_index:
+        search, record = _hybrid(args, search, record, show_progress)
+    run = write_searched_run(search, topics, args.hits, args.output, args.run_tag,
+                             {**NOT_HYBRID, **record, "device": device.type, "batch_size": args.batch_size},
+                             show_progress=not args.quiet)
     print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics
