@@ -440,7 +440,8 @@ def test_async_inferencer_publishes_while_training_goes_on(toy, tmp_path):
     assert f"refresh of step 12: encoded {encoded} of {encoded} passages" in run.inferencer_log.read_text()
 
 
-def test_a_refresh_reports_its_encoding_in_whole_windows_with_the_vectors_of_one_call(tiny_bert_dir, monkeypatch):
+def test_a_refresh_reports_its_encoding_in_whole_windows_with_the_vectors_of_one_call(tiny_bert_dir, tmp_path,
+                                                                                       monkeypatch):
     from types import SimpleNamespace
 
     from ance_ir.modeling.kinds import load_model
@@ -448,13 +449,72 @@ def test_a_refresh_reports_its_encoding_in_whole_windows_with_the_vectors_of_one
 
     encoder = load_model(tiny_bert_dir)
     texts = [f"passage number {i} " + "word " * (i % 5) for i in range(7)]
-    job = SimpleNamespace(batch_size=2, precision="fp32")
+    job = SimpleNamespace(batch_size=2, precision="fp32", passages=texts, passage_max_length=None)
     monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)
     monkeypatch.setattr("ance_ir.train.refresh.REPORT_EVERY", 3)
     reports = []
-    reported = _encode_passages(encoder, job, texts, False, lambda done, total: reports.append((done, total)))
+    reported = _encode_passages(encoder, job, np.arange(7), tmp_path / "parts", False,
+                                lambda done, total: reports.append((done, total)))
     assert reports == [(3, 7), (6, 7), (7, 7)]
-    assert np.array_equal(reported, _encode_passages(encoder, job, texts, False, None))
+    assert np.array_equal(reported, encoder.encode_passages(texts, batch_size=2, precision="fp32"))
+
+
+def test_a_refresh_interrupted_while_encoding_goes_on_from_the_passages_it_kept(straight_run, toy, tmp_path,
+                                                                               monkeypatch, capsys):
+    """A refresh stopped part-way (a second Ctrl-C, a kill, a preemption) keeps the parts it encoded; redone from
+    the same checkpoint and settings it encodes only the rest (parts encoded with other settings are dropped),
+    publishes what an uninterrupted refresh publishes, and removes the parts."""
+    from ance_ir.train.store import EncodingWork
+
+    monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)
+    monkeypatch.setattr("ance_ir.train.refresh.REPORT_EVERY", 3)  # toy's 8 passages in parts of 3, 3 and 2
+    checkpoint, run = list_checkpoints(RunDir(straight_run))[-1], RunDir(tmp_path / "run")
+
+    def refresh(precision: str, output: Path = run.root) -> dict:
+        config = toy_config(toy, output, refresh_precision=precision, reencode_share=1.0)
+        return refresh_checkpoint(checkpoint, RefreshJob.from_config(config), RunDir(output), torch.device("cpu"),
+                                  "sync")
+
+    for precision, stop_at, kept in (("bf16", 2, "3 of 8"), ("fp32", 3, "6 of 8")):
+        with monkeypatch.context() as patch:
+            interrupt_at_call(patch, DenseEncoder, "encode_passages", stop_at)
+            with pytest.raises(KeyboardInterrupt, match=f"{kept} passages encoded are kept in .*encoding-00000008"):
+                refresh(precision)
+    assert "dropped the unfinished refresh encoding" in capsys.readouterr().err  # bf16's part, redone in fp32
+    assert EncodingWork(run.refresh).steps() == [8] and RefreshRecords(run.refresh).steps() == []
+    calls = interrupt_at_call(monkeypatch, DenseEncoder, "encode_passages")
+    record = refresh("fp32")
+    assert [len(texts) for texts in calls] == [2]  # the last part alone
+    assert "reused 6 of 8 passages" in capsys.readouterr().err
+    assert EncodingWork(run.refresh).steps() == [] and RefreshRecords(run.refresh).steps() == [8]
+    reference = refresh("fp32", tmp_path / "reference")
+    assert record["metrics"] == reference["metrics"]
+    assert (read_groups(NegativesStore(run.negatives).path(8))
+            == read_groups(NegativesStore(RunDir(tmp_path / "reference").negatives).path(8)))
+
+
+def test_the_inferencer_first_finishes_a_refresh_left_unfinished(toy, tmp_path, monkeypatch):
+    from ance_ir.train.checkpoint import checkpoint_dir
+    from ance_ir.train.store import EncodingWork
+
+    monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)
+    monkeypatch.setattr("ance_ir.train.refresh.REPORT_EVERY", 3)
+    output = tmp_path / "run"
+    config = toy_config(toy, output, max_steps=6, reencode_share=1.0)
+    train(config)
+    run = RunDir(output)
+    for step in (3, 6):  # as if the inferencer had been killed while refreshing step 3, before step 6 was saved
+        (run.refresh / f"step-{step:08d}.json").unlink()
+    with monkeypatch.context() as patch:
+        interrupt_at_call(patch, DenseEncoder, "encode_passages", 2)
+        with pytest.raises(KeyboardInterrupt):
+            refresh_checkpoint(checkpoint_dir(run, 3), RefreshJob.from_config(config), run, torch.device("cpu"),
+                               "async")
+    calls = interrupt_at_call(monkeypatch, DenseEncoder, "encode_passages")
+    request_stop(run, "drain")
+    assert serve(output, parent_pid=os.getppid()) == 2
+    assert [len(texts) for texts in calls] == [3, 2, 3, 3, 2]  # step 3's last two parts, then all of step 6
+    assert RefreshRecords(run.refresh).steps() == [0, 3, 6] and EncodingWork(run.refresh).steps() == []
 
 
 def test_inferencer_crash_leaves_training_on_the_last_negatives(toy, tmp_path, capsys):

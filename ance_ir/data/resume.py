@@ -10,6 +10,7 @@ training run keeps its samplers' rankings in ``RUN/candidates`` for good).
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -144,6 +145,23 @@ def _remove_stale(outputs: Sequence[Path], work: Path) -> None:
             stale.append(p)
     if stale:
         print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
+
+
+def restart_changed_work(work: Path, job: dict[str, Any], what: str) -> None:
+    """Before a job that writes no user's output (a training run's refresh) starts or resumes: drop the unfinished
+    ``what`` in ``work`` when it was done with other settings than ``job`` (it is only redone), else the temporaries a
+    killed run left among its chunks."""
+    if not work.is_dir():
+        return
+    try:
+        recorded = json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        recorded = None
+    if recorded == job:
+        _remove_stale([], work)
+        return
+    shutil.rmtree(work)
+    print(f"dropped the unfinished {what} in {work}: its settings differ (or are unreadable)", file=sys.stderr)
 
 
 def open_work(outputs: Sequence[Path], work: Path, job: dict[str, Any], what: str = "job") -> None:

@@ -5,7 +5,9 @@
 
 It loops: take the newest complete checkpoint newer than the last one refreshed (older ones are skipped; a
 ``save_every`` or pause checkpoint counts too, so that a resumed run waiting on ``max_staleness`` always gets one),
-refresh it (:func:`ance_ir.train.refresh.refresh_checkpoint`), publish. It stops when
+refresh it (:func:`ance_ir.train.refresh.refresh_checkpoint`), publish. A refresh that an earlier inferencer left
+unfinished (killed, crashed, preempted) is finished first, from the passages it encoded, while its checkpoint is
+kept; ``--once`` takes the newest checkpoint alone. It stops when
 ``OUTPUT/inferencer.stop`` appears (``drain``: after refreshing the newest checkpoint; ``now``: before starting
 another refresh) or, when given ``--parent-pid``, when that trainer process is gone; a stop request left from an
 earlier run does not stop one started by hand. ``OUTPUT/inferencer.json`` tells what it is doing. The trainer
@@ -25,10 +27,10 @@ from transformers.utils import logging as hf_logging
 from ance_ir.cli import ArgumentParser, positive_float, run_cli
 from ance_ir.modeling.inference import resolve_device
 from ance_ir.train.arguments import TrainConfig
-from ance_ir.train.checkpoint import latest_checkpoint, step_of
+from ance_ir.train.checkpoint import latest_checkpoint, list_checkpoints, step_of
 from ance_ir.train.layout import RunDir
 from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint
-from ance_ir.train.store import RefreshRecords, read_stop, write_status
+from ance_ir.train.store import EncodingWork, RefreshRecords, read_stop, write_status
 
 
 def serve(output: str | Path, once: bool = False, parent_pid: int | None = None, poll: float = 0.5,
@@ -56,16 +58,16 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
         if parent_pid is not None and os.getppid() != parent_pid:
             print("the trainer is gone; stopping", file=sys.stderr)
             break
-        newest = latest_checkpoint(run)
-        if newest is not None and step_of(newest) > done:
-            write_status(run, "refreshing", step_of(newest))
+        checkpoint = (None if once else unfinished_checkpoint(run, done)) or latest_checkpoint(run)
+        if checkpoint is not None and step_of(checkpoint) > done:
+            write_status(run, "refreshing", step_of(checkpoint))
             try:
-                record = refresh_checkpoint(newest, job, run, target, "async")
+                record = refresh_checkpoint(checkpoint, job, run, target, "async")
             except (OSError, ValueError) as e:
                 write_status(run, "idle", done)
-                if newest.exists():
+                if checkpoint.exists():
                     raise
-                print(f"warning: the refresh of {newest.name} failed ({e}); its checkpoint is gone (pruned by "
+                print(f"warning: the refresh of {checkpoint.name} failed ({e}); its checkpoint is gone (pruned by "
                       "keep_checkpoints while it was refreshed), taking the next newest", file=sys.stderr, flush=True)
                 continue
             done, count = record["step"], count + 1
@@ -73,13 +75,19 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
             print(describe(record), file=sys.stderr, flush=True)
             if not once:
                 continue
-        elif once and newest is not None:
-            print(f"checkpoint {newest.name} is already refreshed", file=sys.stderr)
+        elif once and checkpoint is not None:
+            print(f"checkpoint {checkpoint.name} is already refreshed", file=sys.stderr)
         if once or stop == "drain":
             break
         time.sleep(poll)
     write_status(run, "stopped", done)
     return count
+
+
+def unfinished_checkpoint(run: RunDir, done: int) -> Path | None:
+    """The newest checkpoint after step ``done`` whose refresh was left unfinished with passages encoded, or None."""
+    unfinished = set(EncodingWork(run.refresh).steps())
+    return next((c for c in reversed(list_checkpoints(run)) if step_of(c) > done and step_of(c) in unfinished), None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ topics are searched in the same index and scored with :func:`ance_ir.eval.evalua
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -22,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup
+from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup, atomic_write
+from ance_ir.data.resume import ChunkedJob, in_chunks, restart_changed_work
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, passage_index, write_dense_index
 from ance_ir.modeling.encoder import ENCODE_WINDOW
-from ance_ir.modeling.inference import model_precision
+from ance_ir.modeling.inference import model_precision, weights_sha256
 from ance_ir.modeling.kinds import load_model
 from ance_ir.negatives.mining import mine
 from ance_ir.train.checkpoint import step_of
@@ -35,14 +37,14 @@ from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
 from ance_ir.train.settings import ConfigError, RefreshSection
-from ance_ir.train.store import NegativesStore, RefreshRecords, VectorStore, write_status
+from ance_ir.train.store import EncodingWork, NegativesStore, RefreshRecords, VectorStore, write_status
 
 if TYPE_CHECKING:
     from ance_ir.train.arguments import TrainConfig
 
 SEARCH_BATCH = 4096  # queries per faiss search call
-#: passages a refresh encodes between two reports of its progress: whole windows of the encoder, so the vectors
-#: are those of one call over all the passages
+#: passages a refresh encodes and keeps at a time (and reports, in the async inferencer): whole windows of the
+#: encoder, so the vectors are those of one call over all the passages
 REPORT_EVERY = 5 * ENCODE_WINDOW
 
 
@@ -185,6 +187,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     record.update(timings=timings, total_s=round(sum(timings.values()), 3), started=round(started, 3),
                   finished=round(time.time(), 3))
     RefreshRecords(run.refresh).write(record)
+    EncodingWork(run.refresh).remove_through(step)
     return record
 
 
@@ -209,7 +212,8 @@ def reencode_rows(steps: np.ndarray, priority: list[int], share: float) -> np.nd
 def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int, show_progress: bool = False,
                       report: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """The corpus vectors of a refresh (a bar on stderr with ``show_progress``; ``report(encoded, of)`` called every
-    ``REPORT_EVERY`` passages), and what its record says about them.
+    ``REPORT_EVERY`` passages), and what its record says about them. The passages encoded so far are kept in
+    ``refresh/encoding-STEP/`` (:class:`~ance_ir.train.store.EncodingWork`) until the refresh's record is written.
 
     With ``job.reencode_share`` < 1 and the vectors of an earlier refresh kept (:class:`VectorStore`), only part of
     the corpus is re-encoded (:func:`reencode_rows`): the top ``job.priority_depth`` passages of the training
@@ -219,10 +223,11 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int, sho
     partial = job.mine and job.reencode_share < 1
     store = VectorStore(run.refresh)
     kept = store.load(len(job.docids), before=step) if partial else None
+    work = EncodingWork(run.refresh).path(step)
     if kept is None:
-        vectors = _encode_passages(encoder, job, job.passages, show_progress, report)
-        steps = np.full(len(job.docids), step, dtype=np.int64)
         rows = np.arange(len(job.docids))
+        vectors = _encode_passages(encoder, job, rows, work, show_progress, report)
+        steps = np.full(len(job.docids), step, dtype=np.int64)
     else:
         vectors, steps = kept
         row = {d: i for i, d in enumerate(job.docids)}
@@ -231,7 +236,7 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int, sho
         mined = published.load(earlier[-1]) if earlier else {}
         rows = reencode_rows(steps, [row[d] for ranked in mined.values() for d in ranked[:job.priority_depth]],
                              job.reencode_share)
-        vectors[rows] = _encode_passages(encoder, job, [job.passages[i] for i in rows], show_progress, report)
+        vectors[rows] = _encode_passages(encoder, job, rows, work, show_progress, report)
         steps[rows] = step
     if partial:
         store.save(step, vectors, steps)
@@ -240,17 +245,39 @@ def refreshed_vectors(encoder: Any, job: RefreshJob, run: RunDir, step: int, sho
                      "vector_age_max": int(age.max())}
 
 
-def _encode_passages(encoder: Any, job: RefreshJob, texts: list[str], show_progress: bool,
+def _encode_passages(encoder: Any, job: RefreshJob, rows: np.ndarray, work: Path, show_progress: bool,
                      report: Callable[[int, int], None] | None) -> np.ndarray:
-    """``texts``' vectors, ``REPORT_EVERY`` at a time when there is a ``report`` to call after each."""
-    if report is None or not texts:
-        return encoder.encode_passages(texts, batch_size=job.batch_size, precision=job.precision,
-                                       show_progress=show_progress)
+    """The vectors of the passages at ``rows``, ``REPORT_EVERY`` at a time, ``report(encoded, of)`` called after each
+    part. Each part is kept in ``work`` once encoded, so that a refresh redone after a crash or a kill encodes only
+    the rest; parts an earlier try encoded from other weights, rows or settings are dropped."""
+    settings = {"weights_sha256": weights_sha256(encoder), "passages": len(job.passages),
+                "rows_sha256": hashlib.sha256(np.asarray(rows, dtype=np.int64).tobytes()).hexdigest(),
+                "precision": model_precision(encoder, job.precision), "batch_size": job.batch_size,
+                "passage_max_length": job.passage_max_length, "device": encoder.device.type, "part": REPORT_EVERY}
+    restart_changed_work(work, settings, "refresh encoding")
+
+    def part(number: int) -> Path:
+        return work / f"part-{number:05d}.npy"
+
+    def load(number: int, chunk: list[int]) -> np.ndarray | None:
+        vectors = np.load(part(number)) if part(number).is_file() else None
+        return vectors if vectors is not None and len(vectors) == len(chunk) else None
+
+    def save(number: int, chunk: list[int], vectors: np.ndarray) -> None:
+        with atomic_write(part(number), "wb") as f:
+            np.save(f, vectors)
+
+    def compute(chunk: list[int]) -> np.ndarray:
+        return encoder.encode_passages([job.passages[i] for i in chunk], batch_size=job.batch_size,
+                                       precision=job.precision, show_progress=show_progress)
+
     parts = []
-    for start in range(0, len(texts), REPORT_EVERY):
-        parts.append(encoder.encode_passages(texts[start:start + REPORT_EVERY], batch_size=job.batch_size,
-                                             precision=job.precision, show_progress=show_progress))
-        report(start + len(parts[-1]), len(texts))
+    with ChunkedJob(work, settings, len(rows), f"refresh {work.name}", load=load, compute=compute, save=save,
+                    show_progress=show_progress) as chunked:
+        for number, chunk in enumerate(in_chunks(rows.tolist(), REPORT_EVERY)):
+            parts.append(chunked.chunk(number, chunk))
+            if report is not None:
+                report(chunked.done, len(rows))
     return np.concatenate(parts)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from ance_ir.train.layout import RunDir
 _VERSION = re.compile(r"^v-(\d{8})\.jsonl\.gz$")
 _RECORD = re.compile(r"^step-(\d{8})\.json$")
 _VECTORS = re.compile(r"^vectors-(\d{8})\.npz$")
+_ENCODING = re.compile(r"^encoding-(\d{8})$")
 
 
 def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[int]:
@@ -97,6 +99,29 @@ class VectorStore:
         earlier = [s for s in self.steps() if s < step]
         for old in earlier[:-1]:
             self.path(old).unlink(missing_ok=True)
+
+
+class EncodingWork:
+    """The passages an unfinished refresh has encoded so far, kept part by part in ``refresh/encoding-STEP/`` with
+    the settings they were encoded with (:class:`~ance_ir.data.resume.ChunkedJob`), so that a refresh redone after a
+    crash, a kill or a preemption encodes only the rest. A refresh removes its own folder, and any older one, once its
+    record is written."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def path(self, step: int) -> Path:
+        return self.folder / f"encoding-{step:08d}"
+
+    def steps(self) -> list[int]:
+        """Steps whose refresh left encoded parts."""
+        return _numbered(self.folder, _ENCODING)
+
+    def remove_through(self, step: int) -> None:
+        """Remove the parts of the refreshes of ``step`` and of every step before it."""
+        for earlier in self.steps():
+            if earlier <= step:
+                shutil.rmtree(self.path(earlier), ignore_errors=True)
 
 
 class RefreshRecords:
