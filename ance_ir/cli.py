@@ -204,14 +204,15 @@ def check_apart(output: str | Path, inputs: Iterable[str | Path | None], folders
     inputs too, as given and as the folder they load from (a training run's ``final/``). Inputs that are not paths
     here (None, a dataset or Hugging Face name) are skipped; an output that is a symbolic link is the link, which
     writing replaces, not its target."""
-    from ance_ir.modeling.resolve import ModelNotAvailableError, resolve_model_path
-
     out = Path(output).expanduser()
     out = out.parent.resolve() / out.name
     sources = [given for given in inputs if given]
-    for model in models:
-        with contextlib.suppress(ModelNotAvailableError):  # loading the model says what is wrong with it
-            sources += [model, resolve_model_path(model)]
+    if models := list(models):
+        from ance_ir.modeling.resolve import ModelNotAvailableError, resolve_model_path  # imports torch
+
+        for model in models:
+            with contextlib.suppress(ModelNotAvailableError):  # loading the model says what is wrong with it
+                sources += [model, resolve_model_path(model)]
     for given in sources:
         source = Path(given).expanduser().resolve()
         if not source.exists():

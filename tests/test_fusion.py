@@ -222,6 +222,18 @@ def test_cli(tmp_path):
         {q: [d for d, _ in r] for q, r in expected.items()}
 
 
+def test_fusing_runs_imports_no_model_library(tmp_path):
+    """Fusion reads and writes run files: its checks (an output apart from its inputs) load no torch."""
+    write_run(_random_run(1), tmp_path / "a.trec")
+    write_run(_random_run(2), tmp_path / "b.trec")
+    code = ("import sys; from ance_ir.fusion.__main__ import main; "
+            f"main(['--runs', {str(tmp_path / 'a.trec')!r}, {str(tmp_path / 'b.trec')!r}, '--method', 'rrf', "
+            f"'--output', {str(tmp_path / 'rrf.trec')!r}]); "
+            "print(sorted({'torch', 'transformers', 'faiss'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]" and (tmp_path / "rrf.trec").is_file()
+
+
 def test_cli_alpha_weights_the_first_run_and_old_depth_flags_still_work(tmp_path, capsys):
     from ance_ir.fusion.__main__ import main
 
