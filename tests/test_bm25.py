@@ -117,7 +117,7 @@ def test_ctrl_c_while_indexing_says_what_is_kept(toy_collection, toy_index, tmp_
 
 
 def test_indexing_shows_a_bar_for_each_step_unless_quiet(toy_collection, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("ance_ir.bm25.index.BAR_DELAY_S", 0)  # a toy build is quicker than the delay
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)  # a toy build is quicker than the delay
     passages = len(toy_collection["corpus"].read_text().splitlines())
     assert bm25_main(["index", "--corpus", str(toy_collection["corpus"]), "--output", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err

@@ -424,7 +424,7 @@ def test_assigning_centroids_shows_a_bar_past_its_delay(monkeypatch, capsys):
     quick = assign_centroids(vectors, centroids, show_progress=True)
     assert capsys.readouterr().err == ""
     assert np.array_equal(quick, np.argmax(vectors @ centroids.T, axis=1))
-    monkeypatch.setattr("ance_ir.index.token_index.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
     monkeypatch.setattr("ance_ir.index.token_index._BLOCK", 16)
     assert np.array_equal(assign_centroids(vectors, centroids, show_progress=True), quick)
     assert "assign centroids: 100%|██████████| 50/50" in capsys.readouterr().err

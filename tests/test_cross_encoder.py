@@ -333,6 +333,21 @@ def test_passages_of_identical_text_tie_and_keep_the_first_stage_order(trained_h
     assert [d for d, _ in reranked].index("dB") + 1 == [d for d, _ in reranked].index("dC")
 
 
+def test_reading_the_passages_to_rerank_counts_the_corpus_past_the_delay(collection, first_stage, monkeypatch,
+                                                                          capsys):
+    from ance_ir.rerank.rerank import passages_for
+    from ance_ir.rerank.teacher import group_passages
+
+    corpus = collection / "corpus.jsonl"
+    groups = [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1"),), (GroupPassage("d7"),))]
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
+    quiet = passages_for(read_run(first_stage), 3, corpus, first_stage), group_passages(groups, corpus, "g.jsonl")
+    assert capsys.readouterr().err == ""
+    shown = (passages_for(read_run(first_stage), 3, corpus, first_stage, show_progress=True),
+             group_passages(groups, corpus, "g.jsonl", show_progress=True))
+    assert shown == quiet and capsys.readouterr().err.count(f"read corpus: {len(TOY_PASSAGES)}passage [") == 2
+
+
 def test_rerank_writes_cross_encoder_scores_into_training_groups(trained_head, collection, tmp_path):
     groups = [TrainingGroup("q1", TOY_TOPICS["q1"], (GroupPassage("d1", score=9.0),),
                             (GroupPassage("d7", score=3.0), GroupPassage("d8"))),

@@ -31,6 +31,15 @@ def test_corpus_jsonl_and_tsv_round_trip(tmp_path):
     assert load_corpus(tmp_path / "c.tsv") == [Passage("a", "Title A alpha text"), Passage("b", "beta text")]
 
 
+def test_loading_a_corpus_counts_its_passages_past_the_delay_when_asked(tmp_path, monkeypatch, capsys):
+    write_corpus([Passage("a", "alpha"), Passage("b", "beta")], tmp_path / "c.jsonl")
+    load_corpus(tmp_path / "c.jsonl", show_progress=True)
+    assert capsys.readouterr().err == ""  # quicker than BAR_DELAY_S
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
+    assert load_corpus(tmp_path / "c.jsonl", show_progress=True) == load_corpus(tmp_path / "c.jsonl")
+    assert capsys.readouterr().err.count("read c.jsonl: 2passage [") == 1  # only with show_progress
+
+
 def test_gzip_corpus(tmp_path):
     path = tmp_path / "c.jsonl.gz"
     with gzip.open(path, "wt") as f:

@@ -180,7 +180,7 @@ def test_the_impact_index_rewritten_for_bm25_repeats_each_word_by_its_impact(toy
     corpus = tmp_path / "rewritten.jsonl"
     code, err = run_main(rewrite_main, "--index", str(index), "--output", str(corpus), capsys=capsys)
     assert code == 0 and "rewrite:" not in err, err  # quicker than BAR_DELAY_S: no bar
-    monkeypatch.setattr("ance_ir.index.rewrite.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
     code, err = run_main(rewrite_main, "--index", str(index), "--output", str(tmp_path / "again.jsonl"),
                          capsys=capsys)
     assert code == 0 and f"rewrite: {len(TOY_PASSAGES)}passage [" in err, err

@@ -100,7 +100,7 @@ def test_split_shows_a_bar_past_its_delay_unless_quiet(tmp_path, tiny_bert_dir, 
     corpus.write_text("".join(json.dumps({"id": f"doc{i}", "contents": "the cat sat on the mat"}) + "\n"
                               for i in range(3)))
     args = ["split", "--corpus", str(corpus), "--tokenizer", str(tiny_bert_dir), "--length", "2"]
-    monkeypatch.setattr("ance_ir.documents.__main__.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
     assert documents_main([*args, "--output", str(tmp_path / "a.jsonl")]) == 0
     assert "split: 3document [" in capsys.readouterr().err
     assert documents_main([*args, "--output", str(tmp_path / "b.jsonl"), "--quiet"]) == 0

@@ -317,7 +317,7 @@ def test_the_corpus_check_before_encoding_shows_a_bar_past_its_delay(tmp_path, t
     args = ["--corpus", str(toy_collection["corpus"]), "--encoder", str(tiny_bert_dir)]
     assert main([*args, "--output", str(tmp_path / "a")]) == 0
     assert "check corpus" not in capsys.readouterr().err  # quicker than BAR_DELAY_S
-    monkeypatch.setattr("ance_ir.encode.corpus_encoder.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
     assert main([*args, "--output", str(tmp_path / "b")]) == 0
     assert f"check corpus: {len(DOCIDS)}passage [" in capsys.readouterr().err
     assert main([*args, "--output", str(tmp_path / "c"), "--quiet"]) == 0

@@ -162,6 +162,22 @@ def test_cli_answers(qa, capsys):
     assert out["comparisons"][0]["t_test_p"] == 1.0 and out["runs"][1]["means"] == {"accuracy@4": 0.4}
 
 
+def test_cli_answers_counts_the_corpus_past_the_delay_unless_quiet(qa, monkeypatch, capsys):
+    tmp, *_ = qa
+    base = ["--answers", str(tmp / "answers.jsonl"), "--corpus", str(tmp / "corpus.jsonl"), "--run",
+            str(tmp / "run.trec"), "--json"]
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
+    assert eval_main(base) == 0
+    shown = capsys.readouterr()
+    assert "read corpus: " in shown.err
+    assert eval_main([*base, "--quiet"]) == 0
+    quiet = capsys.readouterr()
+    assert "read corpus" not in quiet.err and quiet.out == shown.out
+    with pytest.raises(SystemExit):
+        eval_main(["--qrels", str(tmp / "answers.jsonl"), "--run", str(tmp / "run.trec"), "--quiet"])
+    assert "--quiet goes with --answers" in capsys.readouterr().err
+
+
 def test_cli_answers_errors(qa):
     tmp, *_ = qa
     write_run({"capital": [("p1", 1.0), ("p9", 0.5)]}, tmp / "bad.trec")

@@ -112,6 +112,16 @@ def test_a_killed_run_resumes_to_the_same_bytes(generator_dir, tmp_path, capsys)
                                                           "straight.jsonl", "straight.jsonl.queries.jsonl"]
 
 
+def test_an_expansion_counts_the_corpus_and_its_writing_past_the_delay(toy, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
+    out = tmp_path / "judged.jsonl"
+    code, err = run_main(main, "--corpus", str(toy / "corpus.jsonl"), "--topics", str(toy / "topics.tsv"),
+                         "--qrels", str(toy / "qrels.txt"), "--output", str(out), capsys=capsys)
+    passages = len(TOY_PASSAGES)
+    assert code == 0 and f"check corpus: {passages}passage [" in err
+    assert f"write judged.jsonl: 100%|██████████| {passages}/{passages}" in err
+
+
 def test_judged_queries_expand_the_relevant_passages_with_their_topics_text(toy, tmp_path, capsys):
     out = tmp_path / "upper.jsonl"
     code, err = run_main(main, "--corpus", str(toy / "corpus.jsonl"), "--topics", str(toy / "topics.tsv"),

@@ -306,7 +306,7 @@ def test_a_meta_json_setting_of_the_wrong_type_is_refused_naming_the_file(tmp_pa
 def test_building_shows_a_bar_past_its_delay_when_asked(vectors, monkeypatch, capsys):
     quiet = build_index(vectors, "hnsw", show_progress=True)  # quicker than BAR_DELAY_S: no bar
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr("ance_ir.index.faiss_index.BAR_DELAY_S", 0)
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
     monkeypatch.setattr("ance_ir.index.faiss_index.ADD_BATCH", 100)
     shown = build_index(vectors, "hnsw", show_progress=True)
     assert f"build hnsw index: 100%|██████████| {N}/{N}" in capsys.readouterr().err

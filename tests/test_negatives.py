@@ -290,6 +290,18 @@ def toy_run(toy_collection):
     return path
 
 
+def test_building_groups_counts_the_corpus_past_the_delay_when_it_reports(toy_collection, toy_run, monkeypatch,
+                                                                          capsys):
+    topics, qrels = read_topics_tsv(toy_collection["topics"]), read_qrels(toy_collection["qrels"])
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
+    lines = []
+    reported, _ = build_groups(topics, qrels, toy_collection["corpus"], RunSource(toy_run), hits=5, depth=2,
+                               progress=lines.append)
+    assert "read corpus: 8passage [" in capsys.readouterr().err and lines
+    silent, _ = build_groups(topics, qrels, toy_collection["corpus"], RunSource(toy_run), hits=5, depth=2)
+    assert silent == reported and capsys.readouterr().err == ""
+
+
 def test_build_groups_from_a_run(toy_collection, toy_run):
     topics = {**read_topics_tsv(toy_collection["topics"]), "q4": "no judgments"}
     qrels = {**read_qrels(toy_collection["qrels"]), "q1": {"d1": 2, "d2": 1, "d9": 2, "d3": 0}}

@@ -169,9 +169,21 @@ def test_written_groups_train_the_same_pairs_from_the_groups_source(tmp_path, ca
     source = load("ict", corpus)
     assert [(g.query, g.positives[0].text) for g in groups] == [(q, t) for q, _, t in examples(source)]
     config = SimpleNamespace(data=DataSection(source="groups", corpus=str(corpus), groups=str(output)),
-                             loss=LossSection(), seed=42)
+                             loss=LossSection(), seed=42, progress=False)
     reread = DATA_SOURCES["groups"](config).load()
     assert examples(reread) == examples(source) and reread.docids == source.docids
+
+
+def test_the_cli_counts_passages_and_pairs_past_the_delay_unless_quiet(tmp_path, monkeypatch, capsys):
+    corpus = write_corpus(tmp_path / "c.jsonl", SEGMENTS)
+    monkeypatch.setattr("ance_ir.data.resume.BAR_DELAY_S", 0)
+    code, err = run_main(main, "ict", "--corpus", str(corpus), "--output", str(tmp_path / "a.jsonl"), capsys=capsys)
+    assert code == 0 and f"read c.jsonl: {len(SEGMENTS)}passage [" in err
+    assert f"ict pairs: 100%|██████████| {len(SEGMENTS)}/{len(SEGMENTS)}" in err
+    code, err = run_main(main, "ict", "--corpus", str(corpus), "--output", str(tmp_path / "b.jsonl"), "--quiet",
+                         capsys=capsys)
+    assert code == 0 and "read c.jsonl" not in err and "ict pairs" not in err
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
 
 
 @pytest.mark.parametrize(("name", "settings"), [("simcse", {}), ("spider", {"negatives": "groups", "n_negatives": 1})])

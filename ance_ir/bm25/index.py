@@ -12,10 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ance_ir.data import InputError, atomic_directory, iter_corpus, output_lock, remove_stale_temporaries
-from ance_ir.data.resume import BAR_DELAY_S
+from ance_ir.data.resume import slow_bar
 
 
 def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2, progress: bool = False) -> Path:
@@ -33,8 +31,7 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2,
     with output_lock(output), _staging(output) as staging:
         passages = 0
         with open(staging / "docs.jsonl", "w", encoding="utf-8") as f:
-            for p in tqdm(iter_corpus(corpus), desc="read corpus", unit="passage", disable=not progress,
-                          delay=BAR_DELAY_S, file=sys.stderr):
+            for p in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage", show=progress):
                 f.write(json.dumps({"id": p.docid, "contents": p.text}, ensure_ascii=False) + "\n")
                 passages += 1
         with atomic_directory(output) as tmp:
@@ -53,8 +50,7 @@ def run_lucene_indexer(options: list[str], collection: Path, index: Path, thread
     cmd = [sys.executable, "-m", "ance_ir.pyserini", "pyserini.index.lucene", *options, "--input", str(collection),
            "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads)]
     log: list[str] = []
-    with tqdm(total=passages, desc="Lucene index", unit="passage", disable=not progress, delay=BAR_DELAY_S,
-              file=sys.stderr) as bar:
+    with slow_bar(total=passages, desc="Lucene index", unit="passage", show=progress) as bar:
         indexer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    preexec_fn=_die_with_parent)
         try:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from ance_ir.data.atomic import atomic_write
 from ance_ir.data.errors import InputError
 from ance_ir.data.lines import check_id, iter_lines, json_object, split_columns
+from ance_ir.data.resume import slow_bar
 
 
 class Passage(NamedTuple):
@@ -100,9 +101,10 @@ def iter_corpus(path: str | Path) -> Iterator[Passage]:
         yield passage
 
 
-def load_corpus(path: str | Path) -> list[Passage]:
-    """All passages of a corpus file, in file order."""
-    return list(iter_corpus(path))
+def load_corpus(path: str | Path, show_progress: bool = False) -> list[Passage]:
+    """All passages of a corpus file, in file order (a count of those read on stderr, with ``show_progress``, once
+    reading takes more than ``BAR_DELAY_S``)."""
+    return list(slow_bar(iter_corpus(path), desc=f"read {Path(path).name}", unit="passage", show=show_progress))
 
 
 def write_corpus(passages: Iterable[Passage], path: str | Path) -> int:

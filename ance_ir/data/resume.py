@@ -32,6 +32,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def slow_bar(iterable: Iterable[T] | None = None, *, desc: str, unit: str, show: bool,
+             total: int | None = None) -> tqdm:
+    """A bar on stderr (with ``show``) for a step that is often quick (reading a corpus, building an index): it
+    appears once the step has taken ``BAR_DELAY_S``."""
+    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not show, delay=BAR_DELAY_S, file=sys.stderr)
+
+
 def work_folder(output: str | Path) -> Path:
     """Where the finished chunks of a run writing ``output`` are kept: ``OUTPUT.partial``."""
     output = Path(output)

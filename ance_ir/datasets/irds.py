@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.data import InputError, Passage, Qrels, Topics, write_corpus
+from ance_ir.data.resume import slow_bar
 from ance_ir.datasets.home import ance_ir_home
 
 PREFIX = "irds:"
@@ -103,6 +104,7 @@ def corpus_file(spec: str) -> Path:
                 yield Passage(str(doc.doc_id), _text(spec, doc, "document"))
 
     print(f"exporting the documents of {spec} to {target} ...", file=sys.stderr)
-    n = write_corpus(passages(), target)
+    count = dataset.docs_count() if hasattr(dataset, "docs_count") else None
+    n = write_corpus(slow_bar(passages(), desc="export", unit="document", show=True, total=count), target)
     print(f"exported {n} documents", file=sys.stderr)
     return target

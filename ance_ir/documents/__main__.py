@@ -22,13 +22,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ance_ir.cli import ArgumentParser, check_apart, check_output, positive_int, run_cli
 from ance_ir.data import InputError, check_run_tag, read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
-from ance_ir.data.resume import BAR_DELAY_S
+from ance_ir.data.resume import slow_bar
 from ance_ir.datasets import resolve_corpus, resolve_qrels
 from ance_ir.documents import POOLINGS, document_qrels, documents_from_segments, pool_run
 from ance_ir.documents.segments import DEFAULT_DELIMITER
@@ -100,8 +98,7 @@ def _split(args: argparse.Namespace) -> None:
     if args.length > positions - special:
         raise ValueError(f"--length: at most the model's {positions} positions less its {special} special tokens, "
                          f"{positions - special}, got {args.length}")
-    documents = tqdm(iter_corpus(corpus), desc="split", unit="document", disable=args.quiet, delay=BAR_DELAY_S,
-                     file=sys.stderr)
+    documents = slow_bar(iter_corpus(corpus), desc="split", unit="document", show=not args.quiet)
     n = write_corpus(split_documents(documents, corpus, tokenizer, args.length, args.stride or args.length,
                                      args.max_passages, args.delimiter), args.output)
     print(f"wrote {args.output}: {n} passages", file=sys.stderr)

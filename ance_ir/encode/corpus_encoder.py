@@ -13,7 +13,6 @@ each process encodes ``Shard(rank, world_size)`` (see :mod:`ance_ir.encode.distr
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -21,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import BAR_DELAY_S, ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, slow_bar, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -63,8 +61,7 @@ def count_passages(corpus: Path, show_progress: bool = False) -> int:
     """Read the whole corpus once, so any bad line is reported before encoding starts (a bar on stderr with
     ``show_progress`` once it takes more than ``BAR_DELAY_S``)."""
     n = 0
-    for passage in tqdm(iter_corpus(corpus), desc="check corpus", unit="passage", disable=not show_progress,
-                        delay=BAR_DELAY_S, file=sys.stderr):
+    for passage in slow_bar(iter_corpus(corpus), desc="check corpus", unit="passage", show=show_progress):
         try:
             check_docid(passage.docid)
         except ValueError as e:

@@ -70,6 +70,7 @@ def _parser() -> ArgumentParser:
     qa.add_argument("--corpus", help="corpus file or dataset name holding the runs' passages")
     qa.add_argument("--k", nargs="+", type=positive_int, help="depths of accuracy@k (default 1 5 20 100)")
     qa.add_argument("--match", choices=("dpr", "kilt"), help="how answers match passage text (default dpr)")
+    qa.add_argument("--quiet", action="store_true", help="no progress bar while the corpus is read (shown past 10 s)")
     tests = parser.add_argument_group("comparing runs")
     tests.add_argument("--permutations", type=positive_int,
                        help="sign flips of the randomisation test (default 10000)")
@@ -121,7 +122,7 @@ def _answer_scores(args: argparse.Namespace, runs: list[Run]) -> tuple[list[dict
     for name, run in zip(args.run, runs, strict=True):
         if not any(q in run for q in answers):
             raise ValueError(f"{name}: no question of {args.answers} has a ranking in the run")
-    texts = passage_texts(corpus, needed_docids(answers, runs, max(ks)), match)
+    texts = passage_texts(corpus, needed_docids(answers, runs, max(ks)), match, not args.quiet)
     scores = [accuracy_per_query(answers, run, texts, ks, match, name, args.corpus)
               for name, run in zip(args.run, runs, strict=True)]
     missing = [sum(q not in run for q in answers) for run in runs]
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                                             "--relevance-level": "relevance_level"}):
             parser.error(f"{qrels_only[0]} goes with --qrels; with --answers the measures are accuracy@k (--k)")
     else:
-        if answers_only := given_flags(args, {"--corpus": "corpus", "--k": "k", "--match": "match"}):
+        if answers_only := given_flags(args, {"--corpus": "corpus", "--k": "k", "--match": "match",
+                                              "--quiet": "quiet"}):
             parser.error(f"{answers_only[0]} goes with --answers")
         parse_measures(args.metrics or DEFAULT_METRICS)  # a bad name fails before any file is read
     comparing = given_flags(args, {"--permutations": "permutations", "--seed": "seed", "--correction": "correction",

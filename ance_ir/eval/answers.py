@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ance_ir.data import InputError, Run, iter_corpus
 from ance_ir.data.lines import iter_lines, json_object
+from ance_ir.data.resume import slow_bar
 
 MATCHES = ("dpr", "kilt")
 DEFAULT_K = (1, 5, 20, 100)
@@ -132,10 +133,12 @@ def read_answers(path: str | Path, match: str = "dpr") -> Answers:
     return answers
 
 
-def passage_texts(corpus: str | Path, docids: set[str], match: str = "dpr") -> dict[str, str]:
-    """The normalised text (``contents``, no title) of the passages ``docids`` of a corpus file, streamed."""
+def passage_texts(corpus: str | Path, docids: set[str], match: str = "dpr",
+                  show_progress: bool = False) -> dict[str, str]:
+    """The normalised text (``contents``, no title) of the passages ``docids`` of a corpus file, streamed (a count on
+    stderr with ``show_progress``, past ``BAR_DELAY_S``)."""
     texts: dict[str, str] = {}
-    for passage in iter_corpus(corpus):
+    for passage in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage", show=show_progress):
         if passage.docid in docids:
             texts[passage.docid] = normalize(without_title_line(passage.contents), match)
     return texts

@@ -28,7 +28,7 @@ from typing import Any
 
 from ance_ir.data import InputError, Passage, atomic_write, iter_corpus, output_lock
 from ance_ir.data.checksum import sha256_json
-from ance_ir.data.resume import ChunkedJob, StopChunks, in_chunks, open_work, work_folder
+from ance_ir.data.resume import ChunkedJob, StopChunks, in_chunks, open_work, slow_bar, work_folder
 
 QUERIES_SUFFIX = ".queries.jsonl"
 
@@ -117,7 +117,8 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
     with output_lock(output):
         work = work_folder(output)
         check_outputs(output, overwrite)
-        total = sum(1 for _ in iter_corpus(corpus))  # every bad line is reported before any work
+        # every bad line is reported before any work
+        total = sum(1 for _ in slow_bar(iter_corpus(corpus), desc="check corpus", unit="passage", show=show_progress))
         job = {**job, "chunk_size": chunk_size}
         open_work([output, queries_path(output)], work, job, "expansion")
         written = 0
@@ -149,13 +150,14 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
         except StopChunks:
             print(f"stopped after {written} chunks; rerun the same command to continue", file=sys.stderr)
             return None
-        counts = _assemble(corpus, output, chunks)
+        counts = _assemble(corpus, output, chunks, total, show_progress)
         shutil.rmtree(work, ignore_errors=True)
         return counts
 
 
-def _assemble(corpus: Path, output: Path, chunks: list[Path]) -> dict[str, Any]:
-    """Write the expanded corpus, then the queries file, from the corpus and the finished chunks."""
+def _assemble(corpus: Path, output: Path, chunks: list[Path], total: int, show_progress: bool) -> dict[str, Any]:
+    """Write the expanded corpus, then the queries file, from the corpus and the finished chunks (a bar on stderr
+    with ``show_progress``, past ``BAR_DELAY_S``)."""
     passages = queries = expanded = 0
 
     def lines() -> Iterator[tuple[str, list[str]]]:
@@ -165,7 +167,9 @@ def _assemble(corpus: Path, output: Path, chunks: list[Path]) -> dict[str, Any]:
                 yield obj["docid"], obj["queries"]
 
     with atomic_write(output) as f:
-        for passage, (docid, generated) in zip(iter_corpus(corpus), lines(), strict=True):
+        written = slow_bar(iter_corpus(corpus), desc=f"write {output.name}", unit="passage", show=show_progress,
+                           total=total)
+        for passage, (docid, generated) in zip(written, lines(), strict=True):
             if docid != passage.docid:
                 raise InputError(corpus, f"passage {passage.docid!r} where the chunks have {docid!r}; delete "
                                          f"{work_folder(output)}")

@@ -10,9 +10,8 @@ from typing import Any
 
 import faiss
 import numpy as np
-from tqdm import tqdm
 
-from ance_ir.data.resume import BAR_DELAY_S
+from ance_ir.data.resume import slow_bar
 
 INDEX_TYPES = ("flat", "hnsw", "ivfpq")
 HNSW_DEFAULTS = {"m": 32, "ef_construction": 200, "ef_search": 128}
@@ -65,8 +64,7 @@ def to_gpu(index: faiss.Index) -> faiss.Index:
 def _add(index: faiss.Index, vectors: np.ndarray, desc: str, show_progress: bool) -> None:
     """Add ``vectors`` to ``index`` ``ADD_BATCH`` rows at a time, with a bar (``desc``) on stderr when
     ``show_progress`` and the adding takes more than ``BAR_DELAY_S``."""
-    with tqdm(total=len(vectors), desc=desc, unit="vector", disable=not show_progress, delay=BAR_DELAY_S,
-              file=sys.stderr) as bar:
+    with slow_bar(total=len(vectors), desc=desc, unit="vector", show=show_progress) as bar:
         for start in range(0, len(vectors), ADD_BATCH):
             batch = np.ascontiguousarray(vectors[start:start + ADD_BATCH], dtype=np.float32)
             if not np.isfinite(batch).all():

@@ -16,12 +16,10 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ance_ir.cli import ArgumentParser, check_apart, check_output, run_cli
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_write
-from ance_ir.data.resume import BAR_DELAY_S
+from ance_ir.data.resume import slow_bar
 from ance_ir.index.impact import COLLECTION, check_vector_collection, read_meta
 
 
@@ -55,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     check_apart(args.output, [args.index], [args.index])
     passages = empty = 0
     with atomic_write(args.output) as f:
-        for docid, text in tqdm(rewritten_passages(args.index), desc="rewrite", unit="passage", disable=args.quiet,
-                                delay=BAR_DELAY_S, file=sys.stderr):
+        for docid, text in slow_bar(rewritten_passages(args.index), desc="rewrite", unit="passage",
+                                    show=not args.quiet):
             f.write(json.dumps({"id": docid, "contents": text}, ensure_ascii=False) + "\n")
             passages += 1
             empty += not text

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +31,10 @@ from typing import Any
 import faiss
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_text
-from ance_ir.data.resume import BAR_DELAY_S
+from ance_ir.data.resume import slow_bar
 from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid, check_docid_lines, load_array
 from ance_ir.index.records import check_model_record
 
@@ -73,8 +71,7 @@ def assign_centroids(vectors: np.ndarray, centroids: np.ndarray, show_progress: 
     index = faiss.IndexFlatIP(centroids.shape[1])
     index.add(np.ascontiguousarray(centroids, dtype=np.float32))
     codes = np.empty(len(vectors), dtype=np.uint16 if len(centroids) <= 2 ** 16 else np.int32)
-    with tqdm(total=len(vectors), desc="assign centroids", unit="vector", disable=not show_progress,
-              delay=BAR_DELAY_S, file=sys.stderr) as bar:
+    with slow_bar(total=len(vectors), desc="assign centroids", unit="vector", show=show_progress) as bar:
         for start in range(0, len(vectors), _BLOCK):
             block = np.ascontiguousarray(vectors[start:start + _BLOCK], dtype=np.float32)
             codes[start:start + len(block)] = index.search(block, 1)[1][:, 0]

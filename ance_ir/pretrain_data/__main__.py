@@ -54,6 +54,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--sample", type=positive_int, help="write this many pairs drawn at random (default: all)")
     parser.add_argument("--show", type=non_negative_int, default=0, help="print this many of the written pairs")
     parser.add_argument("--with-text", action="store_true", help="write corpus passages' texts too")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (shown past a few seconds)")
     parser.add_argument("--topics-out", help="also write the pairs' queries as a topics TSV (corpus positives only)")
     parser.add_argument("--qrels-out", help="also write the pairs as qrels, positive grade 1 (with --topics-out)")
     return parser
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from ance_ir.data import GroupPassage, write_groups
     from ance_ir.train.dataset import DATA_SOURCES
 
-    source = DATA_SOURCES[args.source].from_settings(args.corpus, options, args.seed)
+    source = DATA_SOURCES[args.source].from_settings(args.corpus, options, args.seed, not args.quiet)
     data = source.load()
     groups = source.groups(data)
     if args.sample and args.sample < len(groups):

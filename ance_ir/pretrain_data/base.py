@@ -14,21 +14,24 @@ from __future__ import annotations
 import json
 import random
 from abc import abstractmethod
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from ance_ir.data import InputError, load_corpus
 from ance_ir.data.corpus import Passage, corpus_fields, is_tsv
 from ance_ir.data.groups import GroupPassage, TrainingGroup
 from ance_ir.data.lines import iter_lines
+from ance_ir.data.resume import slow_bar
 from ance_ir.datasets import resolve_corpus
 from ance_ir.documents.segments import DEFAULT_DELIMITER, document_id, segment_number
 from ance_ir.train.dataset import DataSource, TrainData
 from ance_ir.train.settings import ConfigError, DataSection
 
 UNNUMBERED = 1 << 62
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,12 +74,13 @@ class PretrainSource(DataSource):
                 raise ConfigError(f"data.{key}", f"must be {bounds}, got {value!r}")
 
     @classmethod
-    def from_settings(cls, corpus: str, options: dict[str, Any], seed: int) -> PretrainSource:
+    def from_settings(cls, corpus: str, options: dict[str, Any], seed: int,
+                      show_progress: bool = False) -> PretrainSource:
         """The source outside a training config (``python -m ance_ir.pretrain_data``)."""
         from ance_ir.train.registry import check_options
 
         data = DataSection(source=cls.name, corpus=corpus, options=check_options(cls.options, options, "data", []))
-        config = SimpleNamespace(data=data, seed=seed)
+        config = SimpleNamespace(data=data, seed=seed, progress=show_progress)
         cls.check_config(config)
         return cls(config)
 
@@ -84,10 +88,15 @@ class PretrainSource(DataSource):
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         """The pairs of the corpus at ``path``; InputError for a corpus this source cannot use."""
 
+    def counted(self, items: Sequence[T], unit: str) -> Iterable[T]:
+        """``items``, counted on stderr as :meth:`generate` draws pairs from them (with the run's ``progress``) once
+        that takes more than ``BAR_DELAY_S``."""
+        return slow_bar(items, desc=f"{self.name} pairs", unit=unit, show=self.config.progress, total=len(items))
+
     def pairs(self) -> tuple[Path, list[Passage], list[Pair]]:
         """The corpus file, its passages and the pairs drawn from them with the run's seed."""
         path = resolve_corpus(self.data.corpus)
-        passages = load_corpus(path)
+        passages = load_corpus(path, self.config.progress)
         pairs = self.generate(path, passages, random.Random(f"{self.name}/{self.config.seed}"))
         if not pairs:
             raise InputError(path, f"no {self.name} training pairs: {self.no_pairs}")

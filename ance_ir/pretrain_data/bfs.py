@@ -25,7 +25,7 @@ class BFSSource(PretrainSource):
         documents = group_documents(path, passages, self.data.options["doc_field"])
         check_documents(path, documents, self.data.options["doc_field"])
         pairs = []
-        for doc in documents:
+        for doc in self.counted(documents, "document"):
             sentences = split_sentences(doc.first.contents) if doc.first else []
             if not sentences:
                 continue

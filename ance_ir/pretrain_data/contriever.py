@@ -42,7 +42,7 @@ class ContrieverSource(PretrainSource):
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         o = self.data.options
         pairs = []
-        for passage in passages:
+        for passage in self.counted(passages, "passage"):
             words = passage.text.split()
             if len(words) < o["min_words"]:
                 continue

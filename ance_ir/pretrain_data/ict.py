@@ -24,7 +24,7 @@ class ICTSource(PretrainSource):
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         o = self.data.options
         pairs = []
-        for passage in passages:
+        for passage in self.counted(passages, "passage"):
             sentences = split_sentences(passage.contents)
             if len(sentences) < 2:
                 continue

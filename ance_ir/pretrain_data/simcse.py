@@ -24,7 +24,7 @@ class SimCSESource(PretrainSource):
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         limit = self.data.options["max_words"]
         pairs = []
-        for passage in passages:
+        for passage in self.counted(passages, "passage"):
             words = passage.text.split()
             if not words:
                 continue

@@ -115,7 +115,7 @@ class SpiderSource(PretrainSource):
         documents = group_documents(path, passages, o["doc_field"])
         check_documents(path, documents, o["doc_field"])
         pairs = []
-        for doc in documents:
+        for doc in self.counted(documents, "document"):
             if len(doc.passages) < 2:
                 continue
             parsed = [SpanPassage(p, o["min_span"], o["max_span"]) for p in doc.passages]

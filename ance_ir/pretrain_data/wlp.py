@@ -97,7 +97,7 @@ class WLPSource(PretrainSource):
                 raise InputError(path, f"no page mentions another page's title (titles: {o['titles']}); "
                                        "give a links file (data.links)")
         pairs = []
-        for source, target in links:
+        for source, target in self.counted(links, "link"):
             first = pages[target].first
             sentences = split_sentences(first.contents) if first else []
             if sentences:

@@ -161,7 +161,7 @@ def _rerank(args: Namespace) -> int:
     if args.groups:
         for one, name in zip(models, args.model, strict=True):
             check_standalone(one, name)
-        passages = group_passages(groups, resolve_corpus(args.corpus), args.groups)
+        passages = group_passages(groups, resolve_corpus(args.corpus), args.groups, not args.quiet)
         with ChunkedScorer(model, args.output, settings, args.chunk_size) as scorer:
             scored = score_groups(groups, passages, scorer, batch_size=args.batch_size, precision=args.precision,
                                   show_progress=not args.quiet, scored_by=" + ".join(args.model))
@@ -169,7 +169,7 @@ def _rerank(args: Namespace) -> int:
         pairs = sum(len(g.positives) + len(g.negatives) for g in scored)
         print(f"wrote {args.output}: {len(scored)} groups, {pairs} (query, passage) pairs scored", file=sys.stderr)
         return 0
-    passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run)
+    passages = passages_for(first_stage, args.depth, resolve_corpus(args.corpus), args.run, not args.quiet)
     with ChunkedScorer(model, args.output, settings, args.chunk_size) as scorer:
         weight = getattr(model, "first_stage_weight", 0.0) if args.first_stage_weight is None \
             else args.first_stage_weight

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ance_ir.data import InputError, Run, iter_corpus, min_max_scores
+from ance_ir.data.resume import slow_bar
 
 if TYPE_CHECKING:
     from ance_ir.modeling.colbert import ColBERT
@@ -53,10 +54,13 @@ def check_run(run: Run, topics: Mapping[str, str], run_path: str | Path, topics_
         raise InputError(run_path, f"query {unknown[0]!r}{more} is not in the topics {topics_name}")
 
 
-def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path) -> dict[str, str]:
-    """The texts of the documents within ``depth`` of ``run``, read from ``corpus``; InputError for a missing one."""
+def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path,
+                 show_progress: bool = False) -> dict[str, str]:
+    """The texts of the documents within ``depth`` of ``run``, read from ``corpus`` (a count on stderr with
+    ``show_progress``, past ``BAR_DELAY_S``); InputError for a missing one."""
     needed = {docid for ranking in run.values() for docid, _ in ranking[:depth]}
-    texts = {p.docid: p.text for p in iter_corpus(corpus) if p.docid in needed}
+    texts = {p.docid: p.text for p in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage",
+                                               show=show_progress) if p.docid in needed}
     for qid, ranking in run.items():
         for docid, _ in ranking[:depth]:
             if docid not in texts:

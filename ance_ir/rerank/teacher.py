@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ance_ir.data import InputError, TrainingGroup, iter_corpus
+from ance_ir.data.resume import slow_bar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,12 +20,14 @@ if TYPE_CHECKING:
     from ance_ir.modeling.cross_encoder import CrossEncoder
 
 
-def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_path: str | Path) -> dict[str, str]:
-    """The texts of every passage of ``groups``: the corpus's, else the group's own (``title``, ``text``: pretraining
-    pairs carry new texts under new ids, as ``data.source: groups`` reads them); InputError naming the groups file
-    for a passage with neither."""
+def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_path: str | Path,
+                   show_progress: bool = False) -> dict[str, str]:
+    """The texts of every passage of ``groups``: the corpus's (a count on stderr with ``show_progress``, past
+    ``BAR_DELAY_S``), else the group's own (``title``, ``text``: pretraining pairs carry new texts under new ids, as
+    ``data.source: groups`` reads them); InputError naming the groups file for a passage with neither."""
     needed = {p.docid for g in groups for p in (*g.positives, *g.negatives)}
-    texts = {p.docid: p.text for p in iter_corpus(corpus) if p.docid in needed}
+    texts = {p.docid: p.text for p in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage",
+                                               show=show_progress) if p.docid in needed}
     for group in groups:
         for passage in (*group.positives, *group.negatives):
             if passage.docid in texts:

@@ -82,7 +82,7 @@ class DataSource(ABC):
 
     def _corpus(self) -> tuple[Path, list[str], dict[str, str]]:
         corpus_path = resolve_corpus(self.data.corpus)
-        passages = load_corpus(corpus_path)
+        passages = load_corpus(corpus_path, self.config.progress)
         return corpus_path, [p.docid for p in passages], {p.docid: p.text for p in passages}
 
 
