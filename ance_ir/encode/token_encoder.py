@@ -2,7 +2,8 @@
 ``tokens``, e.g. ``colbert``), in the resumable chunks of :func:`~ance_ir.encode.corpus_encoder.encode_chunks`
 (``OUTPUT.partial/chunk-N.npy`` holds a chunk's float16 token vectors back to back, ``chunk-N.lens.npy`` each
 passage's count). Once every chunk is done the centroids are trained on the token vectors (faiss k-means), every
-token is assigned to its nearest one, and the folder is written at once.
+token is assigned to its nearest one, and the folder is written at once; the token vectors are stacked into
+``OUTPUT.partial/vectors.npy`` and read from there block by block, never held in memory whole.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from ance_ir.data import output_lock
 from ance_ir.data.resume import kept_on_interrupt, open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_chunks, encode_job
+from ance_ir.index import concat_vectors
 from ance_ir.index.token_index import (
     TokenIndex,
     assign_centroids,
@@ -54,7 +56,7 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
         open_work([output], work, job)
         docids, parts = encode_chunks(corpus, range(total), work, job, chunk_size, model.dim, encode,
                                       f"encode {output.name}", show_progress, tokens=True)
-        vectors = np.concatenate([np.load(p) for p in parts])
+        vectors = concat_vectors([np.load(p, mmap_mode="r") for p in parts], work / "vectors.npy", np.float16)
         doclens = np.concatenate([np.load(p.with_name(p.stem + ".lens.npy")) for p in parts])
         count = centroids or default_centroids(len(vectors))
         if count > len(vectors):  # known only now; the encoded chunks stay for a rerun to go on from

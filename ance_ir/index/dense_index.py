@@ -274,12 +274,12 @@ def stored_vectors(dense: DenseIndex) -> np.ndarray:
                                               "back its vectors; encode shards with --shard to keep them")
 
 
-def concat_vectors(parts: Sequence[np.ndarray], path: str | Path) -> np.ndarray:
-    """Stack row blocks into a float32 ``.npy`` at ``path`` and return it memory-mapped (no copy in RAM)."""
+def concat_vectors(parts: Sequence[np.ndarray], path: str | Path, dtype: type = np.float32) -> np.ndarray:
+    """Stack row blocks into a ``dtype`` ``.npy`` at ``path`` and return it memory-mapped (no copy in RAM)."""
     dims = {part.shape[1] for part in parts}
     if len(dims) != 1:
         raise ValueError(f"cannot stack vectors of different dimensions {sorted(dims)}")
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype,
                                     shape=(sum(len(part) for part in parts), dims.pop()))
     row = 0
     for part in parts:
