@@ -210,6 +210,10 @@ def test_cli(tmp_path):
         assert result.returncode == 0, result.stderr
         fused = read_run(out)
         assert set(fused) == {"q1", "q2"} and all(len(r) == 10 for r in fused.values())
+    repeated = run_here("ance_ir.fusion", "--runs", str(tmp_path / "a.trec"), "--runs", str(tmp_path / "b.trec"),
+                        "--method", "rrf", "--hits", "10", "--output", str(tmp_path / "repeated.trec"))
+    assert repeated.returncode == 0, repeated.stderr  # the two runs, as eval's --run A --run B
+    assert (tmp_path / "repeated.trec").read_bytes() == (tmp_path / "rrf.trec").read_bytes()
     three = run_here("ance_ir.fusion", "--runs", *[str(tmp_path / "a.trec")] * 3, "--method", "interpolation",
                      "--output", str(tmp_path / "x.trec"))
     assert three.returncode == 2 and "exactly two runs" in three.stderr

@@ -94,3 +94,13 @@ def test_table_helpers():
     assert table.ranks().tolist() == [1, 2, 3, 1]
     assert table.head(2).to_run() == {"a": [("x", 3.0), ("y", 2.0)], "b": [("x", 5.0)]}
     assert RunTable.from_run({}).to_run() == {}
+
+
+def test_the_default_run_tag_is_the_file_name_less_compression_and_run_suffixes():
+    from ance_ir.data import default_run_tag
+
+    assert [default_run_tag(p) for p in ("runs/bm25.dl19.trec.gz", "runs/x.y.trec", "dense.txt", "a.run", "b.tsv",
+                                         "plain", ".trec")] == ["bm25.dl19", "x.y", "dense", "a", "b.tsv", "plain",
+                                                                ".trec"]
+    with pytest.raises(ValueError, match="no whitespace"):
+        default_run_tag("my run.trec")

@@ -10,6 +10,7 @@ from ance_ir.data.runs import (
     Run,
     RunTable,
     check_run_tag,
+    default_run_tag,
     min_max_scores,
     read_run,
     read_run_table,
@@ -21,8 +22,8 @@ from ance_ir.data.topics import Topics, read_topics, read_topics_jsonl, read_top
 
 __all__ = [
     "GroupPassage", "InputError", "Passage", "Qrels", "Run", "RunTable", "Topics", "TrainingGroup",
-    "atomic_directory", "atomic_write", "check_run_tag", "iter_corpus", "load_corpus", "min_max_scores",
-    "output_lock", "positives", "read_groups", "read_qrels", "read_run", "read_run_table", "read_topics",
-    "read_topics_jsonl", "read_topics_tsv", "remove_stale_temporaries", "sha256_file", "truncate", "write_corpus",
-    "write_groups", "write_qrels", "write_run", "write_run_table", "write_topics_tsv",
+    "atomic_directory", "atomic_write", "check_run_tag", "default_run_tag", "iter_corpus", "load_corpus",
+    "min_max_scores", "output_lock", "positives", "read_groups", "read_qrels", "read_run", "read_run_table",
+    "read_topics", "read_topics_jsonl", "read_topics_tsv", "remove_stale_temporaries", "sha256_file", "truncate",
+    "write_corpus", "write_groups", "write_qrels", "write_run", "write_run_table", "write_topics_tsv",
 ]

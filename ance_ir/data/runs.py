@@ -185,6 +185,14 @@ def check_run_tag(tag: str) -> str:
     return tag
 
 
+def default_run_tag(output: str | Path) -> str:
+    """The tag a command gives the run it writes to ``output`` by default: the file's name without its compression
+    and run-file suffixes (``runs/bm25.dl19.trec.gz`` -> ``bm25.dl19``)."""
+    name = Path(output).name.removesuffix(".gz")
+    stem = next((name.removesuffix(s) for s in (".trec", ".txt", ".run") if name.endswith(s)), name)
+    return check_run_tag(stem or name)
+
+
 def write_run(run: Run, path: str | Path, tag: str = "ance-ir") -> None:
     """Write ``run`` atomically; each ranking is written in the order given (best first)."""
     write_run_table(RunTable.from_run(run), path, tag)

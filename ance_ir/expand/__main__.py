@@ -80,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-after-chunks", type=positive_int,
                         help="stop after writing this many chunks (the work is kept); rerun to continue")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS,
-                        help="fp32 (the default: the same queries on every CPU), auto (bf16 where the hardware "
-                             "computes it natively), bf16, fp16 (CUDA) or int8 (CPU, lossy)")
-    parser.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+                        help="fp32 (the default: the same queries on every CPU), auto (bf16 where the CPU/GPU "
+                             "computes it natively, fp16 on older GPUs), bf16, fp16 (CUDA) or int8 (CPU, lossy)")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--force", action="store_true", help="replace an existing output")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

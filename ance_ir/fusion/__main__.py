@@ -52,8 +52,9 @@ DEFAULT_METHOD = "rrf"
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m ance_ir.fusion", description=__doc__)
-    parser.add_argument("--runs", nargs="+", required=True,
-                        help="TREC run files (exactly two for interpolation, two or more for average and rrf)")
+    parser.add_argument("--runs", action="extend", nargs="+", required=True, metavar="RUN",
+                        help="TREC run files (--runs A B, or --runs A --runs B; exactly two for interpolation, two "
+                             "or more for average and rrf)")
     parser.add_argument("--method", choices=["interpolation", "average", "rrf"],
                         help=f"how runs are fused (default {DEFAULT_METHOD})")
     parser.add_argument("--alpha", type=unit_float,

@@ -82,7 +82,7 @@ def build_parser() -> ArgumentParser:
                         help="drop candidates with score + margin > the positive's score")
     mining.add_argument("--relative-margin", type=non_negative_float,
                         help="drop candidates with score > the positive's score * (1 - margin)")
-    mining.add_argument("--min-positive-grade", type=int, default=1,
+    mining.add_argument("--min-positive-grade", type=non_negative_int, default=1,
                         help="judgments of at least this grade are positives (default 1: binary qrels; graded "
                              "qrels such as rag24-mini's 0-3 may want 2, as the trainer's configs use)")
     mining.add_argument("--pseudo-positives", type=positive_int, metavar="K",
@@ -91,8 +91,8 @@ def build_parser() -> ArgumentParser:
     mining.add_argument("--min-pseudo-score", type=finite_float, metavar="S",
                         help="with --pseudo-positives: only candidates scoring at least S (the confident ones); a "
                              "query with none gets no group")
-    mining.add_argument("--exclude-grade", type=int, default=1, help="passages judged at least this grade are never "
-                                                                      "negatives (default 1)")
+    mining.add_argument("--exclude-grade", type=non_negative_int, default=1,
+                        help="passages judged at least this grade are never negatives (default 1)")
     mining.add_argument("--grade-scores", action="store_true",
                         help="each passage's score is its judged grade for the query (0 when unjudged), not the "
                              "source's: the qrels as the teacher of a listwise distillation loss (loss: kl)")

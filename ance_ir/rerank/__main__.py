@@ -45,7 +45,7 @@ from ance_ir.cli import (
     positive_int,
     run_cli,
 )
-from ance_ir.data import check_run_tag, output_lock
+from ance_ir.data import check_run_tag, default_run_tag, output_lock
 from ance_ir.train.settings import INFERENCE_PRECISIONS
 
 
@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                              "resumes; ColBERT and the poly-encoder encode a passage once per chunk it is in, so "
                              "larger chunks encode less (default 10000)")
     parser.add_argument("--precision", choices=INFERENCE_PRECISIONS, default="auto",
-                        help="auto (bf16 where the hardware computes it natively, else fp32), fp32, bf16, fp16 "
-                             "(CUDA) or int8 (CPU, lossy) (default auto)")
+                        help="auto (bf16 where the CPU/GPU computes it natively, fp16 on older GPUs, else fp32), fp32, "
+                             "bf16, fp16 (CUDA) or int8 (CPU, lossy) (default auto)")
     parser.add_argument("--first-stage-weight", type=non_negative_float,
                         help="add this times the run's scores, min-max normalised per query (over the top hits "
                              "a cross-encoder's first_stage_depth says, 100 by default; else the top --depth), to "
@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                              "else 0)")
     parser.add_argument("--max-length", type=positive_int,
                         help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
+    parser.add_argument("--run-tag", help="run tag (default: the output file name less .gz and .trec/.txt/.run)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_apart(args.output, [args.run, args.groups, args.topics, args.corpus, args.qrels])
     if args.run:
-        args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem.removesuffix(".trec"))
+        args.run_tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
     load_cli_plugins(args.imports)
     with output_lock(args.output):  # one writer, refused at once; the temporaries of a killed run are ours
         return _rerank(args)
@@ -136,8 +136,8 @@ def _rerank(args: Namespace) -> int:
     if args.groups:
         groups = read_groups(args.groups)
     else:
+        first_stage = read_run(args.run)  # a local file first: resolving a named topic set may download it
         topics = resolve_topics(args.topics)
-        first_stage = read_run(args.run)
         check_run(first_stage, topics, args.run, args.topics)
         qrels = resolve_eval_qrels(args.qrels, args.topics, topics)
     models, records = [], []

@@ -56,7 +56,7 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import InputError, Run, Topics, check_run_tag
+from ance_ir.data import InputError, Run, Topics, check_run_tag, default_run_tag
 from ance_ir.datasets import resolve_eval_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
 from ance_ir.negatives.resume import QUERY_CHUNK, write_searched_run
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the index's own, 128 when built here); a query gets at most about this many hits")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--run-tag", help="run tag (default: the output file's stem)")
+    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    parser.add_argument("--run-tag", help="run tag (default: the output file name less .gz and .trec/.txt/.run)")
     parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
     parser.add_argument("--fusion", choices=["interpolation", "rrf"],
                         help="how --bm25-index's run and the dense run are fused (default interpolation)")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
     check_apart(args.output, [args.topics, args.qrels], [args.index, args.bm25_index])
-    args.run_tag = check_run_tag(args.run_tag or Path(args.output).stem)
+    args.run_tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
     _check_hybrid_settings(args)
     load_cli_plugins(args.imports)
 

@@ -24,6 +24,7 @@ from ance_ir.train.registry import Registry
 from ance_ir.train.settings import ConfigError, DataSection
 
 if TYPE_CHECKING:
+    from ance_ir.data import Qrels, Topics
     from ance_ir.train.arguments import TrainConfig
 
 
@@ -86,6 +87,19 @@ class DataSource(ABC):
         return corpus_path, [p.docid for p in passages], {p.docid: p.text for p in passages}
 
 
+def _why_no_pairs(d: DataSection, topics: Topics, qrels: Qrels, missing: int) -> str:
+    """Why the qrels ``d.qrels`` give no training pair for ``topics``: they judge none of them, their positives
+    (``missing`` of them) are all outside the corpus, or no judgment reaches ``d.min_positive_grade``."""
+    if not any(qid in qrels for qid in topics):
+        return f"{d.qrels} judges none of the topics of {d.topics} (the qrels of other topics?)"
+    if missing:
+        return (f"none of the {missing} passages {d.qrels} judges >= {d.min_positive_grade} for a topic of {d.topics} "
+                f"is in the corpus {d.corpus} (the qrels of another corpus?)")
+    grades = sorted({g for judged in qrels.values() for g in judged.values()})
+    return (f"no topic of {d.topics} has a passage of {d.corpus} judged >= {d.min_positive_grade} "
+            f"(data.min_positive_grade) in {d.qrels}; its grades: {', '.join(map(str, grades)) or 'none'}")
+
+
 def _note_missing(missing: int, where: str) -> None:
     if missing:
         print(f"note: {missing} positives of {where} are not in the corpus; skipped", file=sys.stderr)
@@ -120,13 +134,10 @@ class QrelsSource(DataSource):
             if good:
                 positives[qid] = good
                 exclude[qid] = frozenset(doc for doc, g in judged.items() if g >= d.negative_exclude_grade)
-        _note_missing(missing, d.qrels)
         pairs = [(qid, docid) for qid, docs in positives.items() for docid in docs]
         if not pairs:
-            grades = sorted({g for judged in qrels.values() for g in judged.values()})
-            raise ValueError(f"no training pairs: no topic of {d.topics} has a passage of {d.corpus} judged >= "
-                             f"{d.min_positive_grade} (data.min_positive_grade) in {d.qrels}; its grades: "
-                             f"{', '.join(map(str, grades)) or 'none'}")
+            raise ValueError(f"no training pairs: {_why_no_pairs(d, topics, qrels, missing)}")
+        _note_missing(missing, d.qrels)
         return TrainData(corpus_path, docids, texts, {q: topics[q] for q in positives}, exclude, pairs)
 
 
