@@ -140,6 +140,15 @@ def test_judged_queries_expand_the_relevant_passages_with_their_topics_text(toy,
     assert both == {"d": ["cat mat"]}  # one text once; grade 0 is not relevant
 
 
+def test_a_named_topic_set_brings_its_own_qrels(rag24_home, tmp_path, capsys):
+    common = ["--corpus", "rag24-mini", "--topics", "rag24-mini-train", "--min-positive-grade", "2", "--quiet"]
+    own = run_main(main, *common, "--output", str(tmp_path / "own.jsonl"), capsys=capsys)
+    given = run_main(main, *common, "--qrels", "rag24-mini-train", "--output", str(tmp_path / "given.jsonl"),
+                     capsys=capsys)
+    assert own[0] == given[0] == 0, own[1] + given[1]
+    assert (tmp_path / "own.jsonl").read_bytes() == (tmp_path / "given.jsonl").read_bytes()
+
+
 def test_a_judged_expansion_resumes_from_another_folder_with_relative_paths(toy, tmp_path, monkeypatch, capsys):
     out = tmp_path / "upper.jsonl"
     more = ("--output", str(out), "--chunk-size", "3", "--quiet")

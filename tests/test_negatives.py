@@ -268,7 +268,7 @@ def test_cli_dense_source_with_text_and_skip(dense_index, broad, tmp_path):
     out = tmp_path / "dense.jsonl"
     assert main(["--topics", str(broad["topics"]), "--qrels", str(broad["qrels"]), "--corpus", str(broad["corpus"]),
                  "--source", "dense", "--index", str(dense_index), "--output", str(out), "--with-text",
-                 "--hits", "8", "--depth", "4", "--skip", "1", "--threads", "1"]) == 0
+                 "--hits", "8", "--depth", "4", "--skip", "1", "--threads", "1", "--device", "cpu"]) == 0
     ranking = DenseSource(dense_index, device="cpu").retrieve({q: BROAD_TOPICS[q] for q in ("q1", "q2", "q3")}, 8)
     for group in read_groups(out):
         judged = {d for d, g in BROAD_QRELS[group.query_id].items() if g >= 1}
@@ -399,6 +399,7 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(toy_collection, toy_run, t
     (["--source", "dense"], "--source dense needs --index"),
     (["--source", "run"], "--source run needs --run"),
     (["--source", "bm25", "--run", "x.trec", "--index", "i"], "--run does not apply to --source bm25"),
+    (["--source", "bm25", "--index", "i", "--device", "cpu"], "--device does not apply to --source bm25"),
     (["--source", "run", "--run", "r", "--skip", "4", "--max-rank", "2"], "max rank (2) must be greater than skip"),
 ])
 def test_cli_usage_errors(toy_collection, tmp_path, args, message):

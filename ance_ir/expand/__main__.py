@@ -10,8 +10,9 @@ likely, then the smallest set of them with probability --top-p, at --temperature
 on its text and these settings with --seed, so a rerun, a resumed run or the same passage in another corpus gets
 the same ones (with the same --batch-size and --precision).
 
-With --topics and --qrels instead of --generator, every passage judged >= --min-positive-grade for one of the
-topics gets those topics' own text (the upper bound of doc2query: the real queries); the others stay as they are.
+With --topics (and --qrels, unless a named topic set brings its own) instead of --generator, every passage judged
+>= --min-positive-grade for one of the topics gets those topics' own text (the upper bound of doc2query: the real
+queries); the others stay as they are.
 
 OUTPUT is the expanded corpus (JSONL {"id", "contents"}: the corpus's ids and order, the text then its queries);
 OUTPUT.queries.jsonl lists each passage's queries ({"docid": ..., "queries": [...]} a line, the file the qgen data
@@ -61,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--generator", help="query generator: model dir, training run folder (task: generator) or "
                                             "a sequence-to-sequence Hugging Face id")
     source.add_argument("--topics", help="instead of a generator: topics whose text expands the passages judged "
-                                         "relevant to them (with --qrels)")
-    parser.add_argument("--qrels", help="with --topics: the judgments (TREC file or name)")
+                                         "relevant to them (in --qrels)")
+    parser.add_argument("--qrels", help="with --topics: the judgments (TREC file or name; default: the named topic "
+                                        "set's own)")
     parser.add_argument("--min-positive-grade", type=non_negative_int,
                         help="with --topics: a passage judged at least this grade gets the topic's text (default: 1)")
     parser.add_argument("--n", type=positive_int, help="queries generated per passage (default: 10)")
@@ -88,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
     args = parser.parse_args(argv)
-    if args.topics and not args.qrels:
-        raise ValueError("--topics needs --qrels (which passages each topic's text expands)")
     if args.qrels and not args.topics:
         raise ValueError("--qrels goes with --topics (expansion with the judged queries' own text); a generator "
                          "needs none")
@@ -146,18 +146,23 @@ def _recorded(value: str) -> str:
 
 def _judged(args: argparse.Namespace, job: dict, corpus: Path):
     from ance_ir.data import InputError, iter_corpus
-    from ance_ir.datasets import resolve_qrels, resolve_topics
+    from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
     from ance_ir.expand import judged_queries, mapping_digest
 
-    topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
+    topics = resolve_topics(args.topics)
+    qrels = resolve_qrels(args.qrels) if args.qrels else qrels_for_topics(args.topics)
+    if qrels is None:
+        raise ValueError(f"no qrels are known for {args.topics}; pass --qrels (which passages each topic's text "
+                         "expands)")
+    judgments = args.qrels or args.topics
     queries = judged_queries(topics, qrels, args.min_positive_grade)
     if not queries:
         raise ValueError(f"no passage is judged >= {args.min_positive_grade} (--min-positive-grade) for a topic of "
-                         f"{args.topics} in {args.qrels}")
+                         f"{args.topics} in {judgments}")
     if not any(passage.docid in queries for passage in iter_corpus(corpus)):
-        raise InputError(corpus, f"holds none of the {len(queries)} passages {args.qrels} judges >= "
+        raise InputError(corpus, f"holds none of the {len(queries)} passages {judgments} judges >= "
                                  f"{args.min_positive_grade}: the qrels are of another corpus")
-    job = {**job, "source": "judged queries", "topics": _recorded(args.topics), "qrels": _recorded(args.qrels),
+    job = {**job, "source": "judged queries", "topics": _recorded(args.topics), "qrels": _recorded(judgments),
            "min_positive_grade": args.min_positive_grade, "queries_sha256": mapping_digest(queries)}
     return (lambda passages: [queries.get(p.docid, []) for p in passages]), job
 

@@ -73,6 +73,8 @@ def build_parser() -> ArgumentParser:
     source.add_argument("--threads", type=positive_int,
                         help="bm25: search threads; dense: torch and faiss threads (default 2)")
     source.add_argument("--batch-size", type=positive_int, help="dense: query batch size (default 64)")
+    source.add_argument("--device", help="dense: cpu, cuda or cuda:N for the query encoder (default: cuda when "
+                                          "available)")
     mining = parser.add_argument_group("mining")
     mining.add_argument("--depth", type=positive_int, default=200, help="negatives kept per query (default 200)")
     mining.add_argument("--skip", type=non_negative_int, default=0,
@@ -103,7 +105,7 @@ def build_parser() -> ArgumentParser:
 # each built-in source's own flags (option: dest); --source-option is a plugin source's
 SOURCE_FLAGS = {"bm25": {"--index": "index", "--k1": "k1", "--b": "b", "--threads": "threads"},
                 "dense": {"--index": "index", "--encoder": "encoder", "--threads": "threads",
-                          "--batch-size": "batch_size"},
+                          "--batch-size": "batch_size", "--device": "device"},
                 "run": {"--run": "run"}}
 
 
@@ -128,7 +130,7 @@ def source_params(args: argparse.Namespace) -> dict:
             raise ValueError(f"--source dense needs --index, a dense index of the corpus; build one with: "
                              f"python -m ance_ir.encode --corpus {args.corpus} --encoder MODEL --output DIR")
         return {"index": args.index, "encoder": args.encoder, "batch_size": args.batch_size,
-                "threads": args.threads}
+                "threads": args.threads, "device": args.device}
     if args.source == "run":
         if args.run is None:
             raise ValueError("--source run needs --run, a TREC run file")

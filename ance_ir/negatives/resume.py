@@ -35,9 +35,10 @@ def _read_chunk(path: Path, qids: list[str]) -> Ranking:
 
 def retrieval_settings(name: str, params: Mapping[str, Any], source: CandidateSource) -> dict[str, Any]:
     """What decides the candidates of ``source`` (built as ``name`` with ``params``), recorded with its kept chunks
-    for a resume to check: its name, its parameters but ``threads`` (which changes no result) and its
-    ``resume_record``."""
-    return {"source": name, **{k: v for k, v in params.items() if k != "threads"}, **source.resume_record()}
+    for a resume to check: its name, its parameters but ``threads`` (which changes no result) and ``device`` (as
+    given; the source records the kind it runs on) and its ``resume_record``."""
+    return {"source": name, **{k: v for k, v in params.items() if k not in ("threads", "device")},
+            **source.resume_record()}
 
 
 class SearchSource(CandidateSource):

@@ -123,7 +123,8 @@ class DenseSource(CandidateSource):
         from ance_ir.modeling.inference import weights_sha256
 
         return {"weights_sha256": weights_sha256(self.searcher.encoder),  # the query encoder trained again in place
-                **index_identity(self.searcher.index.folder)}  # the index encoded again in place
+                **index_identity(self.searcher.index.folder),  # the index encoded again in place
+                "device": self.searcher.encoder.device.type}  # a GPU rounds otherwise
 
 
 @register_source

@@ -331,7 +331,10 @@ def build_parser() -> ArgumentParser:
             qualified = f"{section}.{name}" if section else name
             help_text = f"{qualified}: {f.metadata['help']}"
             default = field_default(f)
-            help_text += " (required)" if default == "" else f" (default: {default})"
+            if default == "":
+                help_text += " (required)"
+            elif "(default" not in help_text:  # else the help says what an unset value means
+                help_text += f" (default: {'none' if default in (None, []) else default})"
             help_text = help_text.replace("%", "%%")  # plain text, not an argparse template
             flag = "--" + legacy.replace("_", "-")
             if base is bool:

@@ -450,7 +450,7 @@ CASES = {
     "expand-tsv-output": Case("expand", EXPAND.replace("x.jsonl", "x.tsv"), "{T}/x.tsv",
                               "the expanded corpus is JSONL"),
     "expand-topics-without-qrels": Case("expand", JUDGED.replace(" --qrels {W}/qrels.txt", ""), "",
-                                        "--topics needs --qrels"),
+                                        "no qrels are known for {W}/topics.tsv; pass --qrels"),
     "expand-bad-qrels": Case("expand", JUDGED.replace("{W}/qrels.txt", "{F}/qrels_grade.txt"),
                              "{F}/qrels_grade.txt:2", "relevance 'high' is not an integer"),
     "expand-nothing-judged": Case("expand", JUDGED.replace("{W}/qrels.txt", "{F}/qrels_no_positive.txt"), "",
@@ -786,10 +786,13 @@ def test_every_help_shows_every_default(monkeypatch):
             text = parser.format_help()
             assert "--debug" in text and "--verbose" in text, parser.prog
             for action in parser._actions:
-                if not HelpFormatter._shows_default(action) or action.help == argparse.SUPPRESS:
+                if action.help == argparse.SUPPRESS:
                     continue
                 entry = HelpFormatter(parser.prog)._format_action(action)
-                assert "default" in entry, f"{parser.prog} {action.option_strings}: {entry!r}"
+                said = " ".join(entry.split())
+                assert said.count("(default") <= 1 and "(default: None)" not in said, (parser.prog, said)
+                if HelpFormatter._shows_default(action):
+                    assert "default" in entry, f"{parser.prog} {action.option_strings}: {entry!r}"
     bm25_search = _parsers(monkeypatch)["bm25"][2].format_help().split("options:", 1)[1]
     for flag in ("--k1 K1", "--b B", "--hits HITS"):
         assert "default" in bm25_search.split(flag, 1)[1].split("\n  --", 1)[0], flag
