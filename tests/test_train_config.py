@@ -245,6 +245,18 @@ def test_presets_are_the_table1_settings_with_dpr_negatives(family, monkeypatch)
     assert flat == want
 
 
+def test_a_preset_is_named_from_anywhere(tmp_path, monkeypatch):
+    data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
+    by_file, _ = parse_args(["--config", str(CONFIGS / "presets" / "minilm.yaml"), *data])
+    monkeypatch.chdir(tmp_path)  # outside a checkout's configs/
+    by_name, _ = parse_args(["--config", "minilm", *data])
+    assert by_name == by_file
+    (tmp_path / "minilm").write_text("seed: 7\n")  # a file of that name is the file, not the preset
+    assert parse_args(["--config", "minilm", *data])[0].seed == 7
+    with pytest.raises(InputError, match="no such config file .or preset name: bert-tiny, minilm."):
+        parse_args(["--config", "minilm.yml", *data])
+
+
 def test_flat_and_sectioned_configs_are_the_same(tmp_path):
     flat = _file(tmp_path, "output: runs/x\nseed: 7\nmodel: minilm\ninit_from: runs/warmup\ncorpus: c.jsonl\n"
                            "train_topics: t.tsv\ntrain_qrels: q.txt\nmin_positive_grade: 1\nnegative_exclude_grade: 1\n"

@@ -43,6 +43,9 @@ from ance_ir.train.settings import (
     section_fields,
 )
 
+#: the settings files shipped with the package, named by ``--config NAME``
+PRESETS = Path(__file__).resolve().parent.parent / "presets"
+
 # Settings a resumed run may change: they decide when and how things are saved or run, not what is learned
 # from which data (refresh.mode, refresh.max_staleness and refresh.precision do change which negatives later steps
 # see, so a run resumed with another of them is no longer the one it would have been).
@@ -154,11 +157,20 @@ def coerce_option(name: str, value: Any, default: Any) -> Any:
     return coerce(name, value, type(default) if not isinstance(default, list) else list, False)
 
 
+def config_path(given: str | Path) -> Path:
+    """The settings file ``given`` names: the file, else a preset shipped with ance-ir by name (``bert-tiny``,
+    ``minilm``: ``ance_ir/presets/NAME.yaml``, also ``configs/presets/`` in a checkout)."""
+    path = Path(given)
+    preset = PRESETS / f"{given}.yaml"
+    return preset if not path.exists() and path.name == str(given) and preset.is_file() else path
+
+
 def read_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
     """Settings from a YAML or JSON mapping, and the line of each key (nested keys as ``section.key``)."""
-    path = Path(path)
+    path = config_path(path)
     if not path.is_file():
-        raise InputError(path, "no such config file")
+        names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.yaml")))
+        raise InputError(path, f"no such config file (or preset name: {names})")
     text = read_text(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -317,7 +329,8 @@ def build_parser() -> ArgumentParser:
         description="Train a retriever (ANCE, BM25 warm-up, the baselines, or any registered task). Settings "
                     "come from --config FILE (YAML/JSON, in sections or flat), then flags. Rerunning with the "
                     "same OUTPUT resumes. Each flag is a section's setting: section.key in a config file.")
-    parser.add_argument("--config", help="YAML or JSON file of settings; flags override it")
+    parser.add_argument("--config", help="YAML or JSON file of settings, or a preset's name (bert-tiny, minilm); "
+                                         "flags override it")
     parser.add_argument("--resume", action="store_true",
                         help="fail unless OUTPUT has a checkpoint to continue from (resuming is automatic)")
     parser.add_argument("--set", dest="set", action="append", metavar="SECTION.KEY=VALUE",
