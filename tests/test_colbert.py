@@ -223,6 +223,29 @@ def test_too_many_centroids_keep_the_encoded_chunks_for_a_rerun(saved, collectio
     assert "resum" in done.stderr.lower() and len(load_token_index(output).centroids) == 4 and chunks
 
 
+def test_a_build_interrupted_after_its_centroids_goes_on_from_them(saved, collection, tmp_path, monkeypatch):
+    """Ctrl-C while tokens are assigned to centroids: the rerun trains no new centroids and writes the index an
+    uninterrupted build writes."""
+    import ance_ir.encode.token_encoder as token_encoder
+
+    def build(output: Path) -> None:
+        token_encoder.encode_tokens(collection / "corpus.jsonl", load_model(saved), output, encoder_name=str(saved),
+                                    chunk_size=3, centroids=4, show_progress=False)
+
+    trained, train = [], token_encoder.train_centroids
+    monkeypatch.setattr(token_encoder, "train_centroids", lambda *args: trained.append(1) or train(*args))
+    with monkeypatch.context() as patch:
+        patch.setattr(token_encoder, "assign_centroids", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt, match="every chunk is finished and kept"):
+            build(tmp_path / "index")
+    assert trained == [1] and not (tmp_path / "index").exists()
+    build(tmp_path / "index")
+    assert trained == [1] and not (tmp_path / "index.partial").exists()
+    build(tmp_path / "reference")
+    resumed, reference = load_token_index(tmp_path / "index"), load_token_index(tmp_path / "reference")
+    assert np.array_equal(resumed.centroids, reference.centroids) and np.array_equal(resumed.codes, reference.codes)
+
+
 def test_encode_writes_a_token_index_of_the_kept_tokens(saved, collection, token_index):
     index = load_token_index(token_index)
     model = load_model(saved)

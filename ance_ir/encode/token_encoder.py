@@ -3,19 +3,21 @@
 (``OUTPUT.partial/chunk-N.npy`` holds a chunk's float16 token vectors back to back, ``chunk-N.lens.npy`` each
 passage's count). Once every chunk is done the centroids are trained on the token vectors (faiss k-means), every
 token is assigned to its nearest one, and the folder is written at once; the token vectors are stacked into
-``OUTPUT.partial/vectors.npy`` and read from there block by block, never held in memory whole.
+``OUTPUT.partial/vectors.npy`` and read from there block by block, never held in memory whole, and the centroids
+and each token's centroid are kept there too as they are made, so that a rerun interrupted after them goes on.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ance_ir.data import output_lock
+from ance_ir.data import atomic_write, output_lock
 from ance_ir.data.resume import kept_on_interrupt, open_work, work_folder
 from ance_ir.encode.corpus_encoder import count_passages, encode_chunks, encode_job
 from ance_ir.index import concat_vectors
@@ -66,8 +68,20 @@ def encode_tokens(corpus: str | Path, model: ColBERT, output: str | Path, *, enc
         meta = {k: job[k] for k in ("encoder", "kind", "encoder_config", "corpus", "corpus_sha256")}
         meta["compression"] = None
         with kept_on_interrupt(work, "building the token index"):
-            centers = train_centroids(vectors, count, seed)
-            codes = assign_centroids(vectors, centers, show_progress)
+            centers = _kept(work / f"centroids-{count}-seed{seed}.npy", lambda: train_centroids(vectors, count, seed))
+            codes = _kept(work / f"codes-{count}-seed{seed}.npy",
+                          lambda: assign_centroids(vectors, centers, show_progress))
             index = write_token_index(output, docids, doclens, centers, codes, meta, vectors=vectors)
         shutil.rmtree(work)
         return index
+
+
+def _kept(path: Path, make: Callable[[], np.ndarray]) -> np.ndarray:
+    """The array an earlier, interrupted build kept at ``path`` (its work folder's settings are those of this build),
+    else ``make()``, kept there (atomically) for a rerun interrupted after it."""
+    if path.is_file():
+        return np.load(path)
+    array = make()
+    with atomic_write(path, "wb") as f:
+        np.save(f, array)
+    return array
