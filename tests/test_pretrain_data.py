@@ -169,7 +169,7 @@ def test_written_groups_train_the_same_pairs_from_the_groups_source(tmp_path, ca
     source = load("ict", corpus)
     assert [(g.query, g.positives[0].text) for g in groups] == [(q, t) for q, _, t in examples(source)]
     config = SimpleNamespace(data=DataSection(source="groups", corpus=str(corpus), groups=str(output)),
-                             loss=LossSection(), seed=42, progress=False)
+                             loss=LossSection(), seed=42)
     reread = DATA_SOURCES["groups"](config).load()
     assert examples(reread) == examples(source) and reread.docids == source.docids
 

@@ -249,8 +249,10 @@ def test_a_preset_is_named_from_anywhere(tmp_path, monkeypatch):
     data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
     by_file, _ = parse_args(["--config", str(CONFIGS / "presets" / "minilm.yaml"), *data])
     monkeypatch.chdir(tmp_path)  # outside a checkout's configs/
+    (tmp_path / "minilm").mkdir()  # a folder of that name (the run's output, say) is not a settings file
     by_name, _ = parse_args(["--config", "minilm", *data])
     assert by_name == by_file
+    (tmp_path / "minilm").rmdir()
     (tmp_path / "minilm").write_text("seed: 7\n")  # a file of that name is the file, not the preset
     assert parse_args(["--config", "minilm", *data])[0].seed == 7
     with pytest.raises(InputError, match="no such config file .or preset name: bert-tiny, minilm."):

@@ -169,6 +169,7 @@ def test_baseline_in_batch_bf16_accumulation_and_pruning(toy, tmp_path):
                      eval_topics=None, eval_qrels=None))
     run = RunDir(output)
     assert [step_of(c) for c in list_checkpoints(run)] == [4, 6]
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step-00000004", "step-00000006"]  # none half gone
     assert not run.negatives.exists() and not run.refresh.exists()
     steps = training_records(output)
     assert len(steps) == 6 and all(r["negatives_version"] is None and r["staleness"] is None for r in steps)
@@ -449,7 +450,8 @@ def test_a_refresh_reports_its_encoding_in_whole_windows_with_the_vectors_of_one
 
     encoder = load_model(tiny_bert_dir)
     texts = [f"passage number {i} " + "word " * (i % 5) for i in range(7)]
-    job = SimpleNamespace(batch_size=2, precision="fp32", passages=texts, passage_max_length=None)
+    job = SimpleNamespace(batch_size=2, precision="fp32", passages=texts, passage_max_length=None,
+                          corpus_sha256="texts")
     monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)
     monkeypatch.setattr("ance_ir.train.refresh.REPORT_EVERY", 3)
     reports = []
@@ -495,6 +497,7 @@ def test_a_refresh_interrupted_while_encoding_goes_on_from_the_passages_it_kept(
 
 def test_the_inferencer_first_finishes_a_refresh_left_unfinished(toy, tmp_path, monkeypatch):
     from ance_ir.train.checkpoint import checkpoint_dir
+    from ance_ir.train.inferencer import unfinished_checkpoint
     from ance_ir.train.store import EncodingWork
 
     monkeypatch.setattr("ance_ir.modeling.encoder.ENCODE_WINDOW", 3)
@@ -510,6 +513,11 @@ def test_the_inferencer_first_finishes_a_refresh_left_unfinished(toy, tmp_path, 
         with pytest.raises(KeyboardInterrupt):
             refresh_checkpoint(checkpoint_dir(run, 3), RefreshJob.from_config(config), run, torch.device("cpu"),
                                "async")
+    cpu = torch.device("cpu")
+    other = RefreshJob.from_config(toy_config(toy, output, max_steps=6, reencode_share=1.0, encode_batch_size=3))
+    assert unfinished_checkpoint(run, 0, other, cpu) is None  # its parts would not be reused: not taken first
+    assert unfinished_checkpoint(run, 0, RefreshJob.from_config(config), cpu) == checkpoint_dir(run, 3)
+    EncodingWork(run.refresh).path(5).mkdir()  # left by a refresh of a checkpoint pruned since
     calls = interrupt_at_call(monkeypatch, DenseEncoder, "encode_passages")
     request_stop(run, "drain")
     assert serve(output, parent_pid=os.getppid()) == 2

@@ -104,7 +104,6 @@ def corpus_file(spec: str) -> Path:
                 yield Passage(str(doc.doc_id), _text(spec, doc, "document"))
 
     print(f"exporting the documents of {spec} to {target} ...", file=sys.stderr)
-    count = dataset.docs_count() if hasattr(dataset, "docs_count") else None
-    n = write_corpus(slow_bar(passages(), desc="export", unit="document", show=True, total=count), target)
+    n = write_corpus(slow_bar(passages(), desc="export", unit="document", show=True), target)
     print(f"exported {n} documents", file=sys.stderr)
     return target

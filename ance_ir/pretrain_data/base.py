@@ -80,23 +80,23 @@ class PretrainSource(DataSource):
         from ance_ir.train.registry import check_options
 
         data = DataSection(source=cls.name, corpus=corpus, options=check_options(cls.options, options, "data", []))
-        config = SimpleNamespace(data=data, seed=seed, progress=show_progress)
+        config = SimpleNamespace(data=data, seed=seed)
         cls.check_config(config)
-        return cls(config)
+        return cls(config, show_progress)
 
     @abstractmethod
     def generate(self, path: Path, passages: list[Passage], rng: random.Random) -> list[Pair]:
         """The pairs of the corpus at ``path``; InputError for a corpus this source cannot use."""
 
     def counted(self, items: Sequence[T], unit: str) -> Iterable[T]:
-        """``items``, counted on stderr as :meth:`generate` draws pairs from them (with the run's ``progress``) once
-        that takes more than ``BAR_DELAY_S``."""
-        return slow_bar(items, desc=f"{self.name} pairs", unit=unit, show=self.config.progress, total=len(items))
+        """``items``, counted on stderr as :meth:`generate` draws pairs from them (with ``show_progress``) once that
+        takes more than ``BAR_DELAY_S``."""
+        return slow_bar(items, desc=f"{self.name} pairs", unit=unit, show=self.show_progress, total=len(items))
 
     def pairs(self) -> tuple[Path, list[Passage], list[Pair]]:
         """The corpus file, its passages and the pairs drawn from them with the run's seed."""
         path = resolve_corpus(self.data.corpus)
-        passages = load_corpus(path, self.config.progress)
+        passages = load_corpus(path, self.show_progress)
         pairs = self.generate(path, passages, random.Random(f"{self.name}/{self.config.seed}"))
         if not pairs:
             raise InputError(path, f"no {self.name} training pairs: {self.no_pairs}")

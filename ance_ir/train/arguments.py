@@ -162,7 +162,7 @@ def config_path(given: str | Path) -> Path:
     ``minilm``: ``ance_ir/presets/NAME.yaml``, also ``configs/presets/`` in a checkout)."""
     path = Path(given)
     preset = PRESETS / f"{given}.yaml"
-    return preset if not path.exists() and path.name == str(given) and preset.is_file() else path
+    return preset if not path.is_file() and path.name == str(given) and preset.is_file() else path
 
 
 def read_config_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:

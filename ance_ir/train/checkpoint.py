@@ -70,10 +70,14 @@ def load_trainer_state(folder: Path) -> dict[str, Any]:
 
 
 def prune_checkpoints(run: RunDir, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps everything)."""
+    """Delete all but the newest ``keep`` checkpoints (``keep`` 0 keeps everything). Each is renamed out of the
+    listing first (``.step-N.pruned``, which :func:`remove_partial` also clears), so that a reader, the inferencer
+    loading an older checkpoint, never finds one half deleted."""
     if keep > 0:
         for folder in list_checkpoints(run)[:-keep]:
-            shutil.rmtree(folder, ignore_errors=True)
+            hidden = folder.with_name(f".{folder.name}.pruned")
+            folder.rename(hidden)
+            shutil.rmtree(hidden, ignore_errors=True)
 
 
 def remove_partial(run: RunDir) -> None:

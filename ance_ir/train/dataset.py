@@ -46,10 +46,10 @@ class TrainData:
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, config: TrainConfig) -> TrainData:
-        """The training data of ``config``'s data source."""
+    def load(cls, config: TrainConfig, show_progress: bool = False) -> TrainData:
+        """The training data of ``config``'s data source (bars on stderr over long passes with ``show_progress``)."""
         source = DATA_SOURCES.lookup(config.data.source, "data.source")
-        return source(config).load()
+        return source(config, show_progress).load()
 
 
 DATA_SOURCES = Registry("data source")
@@ -69,8 +69,8 @@ class DataSource(ABC):
     #: where it differs from its default or a flag names it (None: all of them)
     reads: ClassVar[frozenset[str] | None] = None
 
-    def __init__(self, config: TrainConfig):
-        self.config = config
+    def __init__(self, config: TrainConfig, show_progress: bool = False):
+        self.config, self.show_progress = config, show_progress
         self.data = config.data
 
     @classmethod  # noqa: B027 - optional; most sources need nothing
@@ -83,7 +83,7 @@ class DataSource(ABC):
 
     def _corpus(self) -> tuple[Path, list[str], dict[str, str]]:
         corpus_path = resolve_corpus(self.data.corpus)
-        passages = load_corpus(corpus_path, self.config.progress)
+        passages = load_corpus(corpus_path, self.show_progress)
         return corpus_path, [p.docid for p in passages], {p.docid: p.text for p in passages}
 
 

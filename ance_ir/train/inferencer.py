@@ -29,7 +29,7 @@ from ance_ir.modeling.inference import resolve_device
 from ance_ir.train.arguments import TrainConfig
 from ance_ir.train.checkpoint import latest_checkpoint, list_checkpoints, step_of
 from ance_ir.train.layout import RunDir
-from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint
+from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint, resumable_encoding
 from ance_ir.train.store import EncodingWork, RefreshRecords, read_stop, write_status
 
 
@@ -58,7 +58,7 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
         if parent_pid is not None and os.getppid() != parent_pid:
             print("the trainer is gone; stopping", file=sys.stderr)
             break
-        checkpoint = (None if once else unfinished_checkpoint(run, done)) or latest_checkpoint(run)
+        checkpoint = (None if once else unfinished_checkpoint(run, done, job, target)) or latest_checkpoint(run)
         if checkpoint is not None and step_of(checkpoint) > done:
             write_status(run, "refreshing", step_of(checkpoint))
             try:
@@ -84,9 +84,11 @@ def serve(output: str | Path, once: bool = False, parent_pid: int | None = None,
     return count
 
 
-def unfinished_checkpoint(run: RunDir, done: int) -> Path | None:
-    """The newest checkpoint after step ``done`` whose refresh was left unfinished with passages encoded, or None."""
-    unfinished = set(EncodingWork(run.refresh).steps())
+def unfinished_checkpoint(run: RunDir, done: int, job: RefreshJob, device: torch.device) -> Path | None:
+    """The newest checkpoint after step ``done`` whose refresh was left unfinished with passages encoded that a
+    refresh by ``job`` on ``device`` reuses, or None."""
+    work = EncodingWork(run.refresh)
+    unfinished = {s for s in work.steps() if resumable_encoding(work.path(s), job, device)}
     return next((c for c in reversed(list_checkpoints(run)) if step_of(c) > done and step_of(c) in unfinished), None)
 
 

@@ -12,7 +12,9 @@ topics are searched in the same index and scored with :func:`ance_ir.eval.evalua
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup, atomic_write
-from ance_ir.data.resume import ChunkedJob, in_chunks, restart_changed_work
+from ance_ir.data.resume import JOB_FILE, ChunkedJob, in_chunks, restart_changed_work
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, passage_index, write_dense_index
@@ -32,7 +34,7 @@ from ance_ir.modeling.encoder import ENCODE_WINDOW
 from ance_ir.modeling.inference import model_precision, weights_sha256
 from ance_ir.modeling.kinds import load_model
 from ance_ir.negatives.mining import mine
-from ance_ir.train.checkpoint import step_of
+from ance_ir.train.checkpoint import list_checkpoints, step_of
 from ance_ir.train.dataset import TrainData
 from ance_ir.train.layout import RunDir
 from ance_ir.train.negatives import NEGATIVE_STRATEGIES
@@ -78,6 +80,15 @@ class RefreshJob:
     priority_depth: int
     passage_max_length: int | None
     progress: bool
+
+    @functools.cached_property
+    def corpus_sha256(self) -> str:
+        """SHA-256 of the corpus the job encodes (each docid and text): what an unfinished refresh's kept parts were
+        encoded from."""
+        digest = hashlib.sha256()
+        for docid, text in zip(self.docids, self.passages, strict=True):
+            digest.update(f"{docid}\t{text}\n".encode())
+        return digest.hexdigest()
 
     @classmethod
     def from_config(cls, config: TrainConfig, data: TrainData | None = None) -> RefreshJob:
@@ -187,7 +198,8 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     record.update(timings=timings, total_s=round(sum(timings.values()), 3), started=round(started, 3),
                   finished=round(time.time(), 3))
     RefreshRecords(run.refresh).write(record)
-    EncodingWork(run.refresh).remove_through(step)
+    present = {step_of(c) for c in list_checkpoints(run)}
+    EncodingWork(run.refresh).remove(lambda kept: kept <= step or kept not in present)  # done, or never resumable
     return record
 
 
@@ -250,10 +262,9 @@ def _encode_passages(encoder: Any, job: RefreshJob, rows: np.ndarray, work: Path
     """The vectors of the passages at ``rows``, ``REPORT_EVERY`` at a time, ``report(encoded, of)`` called after each
     part. Each part is kept in ``work`` once encoded, so that a refresh redone after a crash or a kill encodes only
     the rest; parts an earlier try encoded from other weights, rows or settings are dropped."""
-    settings = {"weights_sha256": weights_sha256(encoder), "passages": len(job.passages),
+    settings = {**encoding_settings(job), "weights_sha256": weights_sha256(encoder),
                 "rows_sha256": hashlib.sha256(np.asarray(rows, dtype=np.int64).tobytes()).hexdigest(),
-                "precision": model_precision(encoder, job.precision), "batch_size": job.batch_size,
-                "passage_max_length": job.passage_max_length, "device": encoder.device.type, "part": REPORT_EVERY}
+                "precision": model_precision(encoder, job.precision), "device": encoder.device.type}
     restart_changed_work(work, settings, "refresh encoding")
 
     def part(number: int) -> Path:
@@ -271,14 +282,37 @@ def _encode_passages(encoder: Any, job: RefreshJob, rows: np.ndarray, work: Path
         return encoder.encode_passages([job.passages[i] for i in chunk], batch_size=job.batch_size,
                                        precision=job.precision, show_progress=show_progress)
 
-    parts = []
+    vectors = None
     with ChunkedJob(work, settings, len(rows), f"refresh {work.name}", load=load, compute=compute, save=save,
                     show_progress=show_progress) as chunked:
         for number, chunk in enumerate(in_chunks(rows.tolist(), REPORT_EVERY)):
-            parts.append(chunked.chunk(number, chunk))
+            start, part_vectors = chunked.done, chunked.chunk(number, chunk)
+            if vectors is None:  # filled part by part: one copy of the corpus vectors in memory, not two
+                vectors = np.empty((len(rows), *part_vectors.shape[1:]), dtype=part_vectors.dtype)
+            vectors[start:start + len(chunk)] = part_vectors
             if report is not None:
                 report(chunked.done, len(rows))
-    return np.concatenate(parts)
+    return vectors
+
+
+def encoding_settings(job: RefreshJob) -> dict[str, Any]:
+    """The settings of a refresh's encoding that its job alone decides (no model loaded): the corpus, the batch size,
+    the passage length and the part size. Kept with its parts, they tell an inferencer which unfinished refresh it can
+    go on with (:func:`resumable_encoding`)."""
+    return {"passages": len(job.passages), "corpus_sha256": job.corpus_sha256, "batch_size": job.batch_size,
+            "passage_max_length": job.passage_max_length, "part": REPORT_EVERY}
+
+
+def resumable_encoding(work: Path, job: RefreshJob, device: torch.device) -> bool:
+    """Whether the parts an unfinished refresh kept in ``work`` were encoded with ``job``'s settings on a device of
+    ``device``'s kind, at ``job.precision`` unless that is ``auto`` (the model decides it), so a refresh of its
+    checkpoint would reuse them."""
+    try:
+        recorded = json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (all(recorded.get(k) == v for k, v in encoding_settings(job).items())
+            and recorded.get("device") == device.type and job.precision in ("auto", recorded.get("precision")))
 
 
 def denoise_groups(groups: list[TrainingGroup], job: RefreshJob,

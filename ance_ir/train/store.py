@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,8 @@ class VectorStore:
 class EncodingWork:
     """The passages an unfinished refresh has encoded so far, kept part by part in ``refresh/encoding-STEP/`` with
     the settings they were encoded with (:class:`~ance_ir.data.resume.ChunkedJob`), so that a refresh redone after a
-    crash, a kill or a preemption encodes only the rest. A refresh removes its own folder, and any older one, once its
-    record is written."""
+    crash, a kill or a preemption encodes only the rest. A refresh removes its own folder, any older one and those of
+    checkpoints gone (pruned), once its record is written."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -117,11 +118,11 @@ class EncodingWork:
         """Steps whose refresh left encoded parts."""
         return _numbered(self.folder, _ENCODING)
 
-    def remove_through(self, step: int) -> None:
-        """Remove the parts of the refreshes of ``step`` and of every step before it."""
-        for earlier in self.steps():
-            if earlier <= step:
-                shutil.rmtree(self.path(earlier), ignore_errors=True)
+    def remove(self, which: Callable[[int], bool]) -> None:
+        """Remove the parts of the refreshes of the steps ``which`` is true of."""
+        for step in self.steps():
+            if which(step):
+                shutil.rmtree(self.path(step), ignore_errors=True)
 
 
 class RefreshRecords:

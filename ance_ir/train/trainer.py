@@ -151,7 +151,7 @@ class Trainer:
         """Load the data, the model (from ``start`` when resuming), the task, the optimizer and schedule."""
         config = self.config
         if self.dist.is_main:  # first, so that a dataset is fetched once
-            self.data = TrainData.load(config)
+            self.data = TrainData.load(config, show_progress=config.progress)
             eval_set(config.refresh)  # topics without qrels fail now, not in the first refresh
         self.dist.barrier()
         if not self.dist.is_main:
