@@ -31,16 +31,16 @@ def models(toy, toy_bert, tmp_path_factory):
     return root
 
 
-def gpl(toy, models, out, capsys):
+def gpl(toy, models, out, capsys, *extra):
     return run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),
                     "--retriever", str(models / "index"), "--cross-encoder", str(models / "cross-encoder"),
                     "--output", str(out), "--queries-per-passage", "2", "--depth", "3", "--max-steps", "3",
-                    capsys=capsys)
+                    *extra, capsys=capsys)
 
 
 def test_gpl_runs_every_stage_and_labels_with_the_cross_encoder(toy, toy_bert, models, tmp_path, capsys):
     out = tmp_path / "gpl"
-    code, err = gpl(toy, models, out, capsys)
+    code, err = gpl(toy, models, out, capsys, "--device", "cpu", "--threads", "1")
     assert code == 0, err
     assert all(f"gpl: {stage} -> " in err for stage in STAGES) and "%|" in err  # the stages' progress bars
     timings = json.loads((out / "timings.json").read_text())
@@ -68,7 +68,9 @@ def test_gpl_runs_every_stage_and_labels_with_the_cross_encoder(toy, toy_bert, m
                                                                             for p in passages])
     assert [p["score"] for p in passages] == pytest.approx(expected, abs=1e-4)
 
-    assert json.loads((out / "model" / "config.json").read_text())["negatives"]["depth"] == 3  # all 3 labelled
+    trained_with = json.loads((out / "model" / "config.json").read_text())
+    assert trained_with["negatives"]["depth"] == 3  # all 3 labelled
+    assert (trained_with["device"], trained_with["threads"]) == ("cpu", 1)  # passed to the model stages
     trained = load_file(next((out / "model" / "final").glob("*.safetensors")))
     start = load_file(toy_bert / "model.safetensors")
     assert any(not torch.equal(trained[k], start[k]) for k in start if k in trained)

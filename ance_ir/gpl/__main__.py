@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="pair, mine and label only this many generated queries, drawn with --seed (default: all)")
     parser.add_argument("--max-steps", type=positive_int, help="training steps (default: the config's)")
     parser.add_argument("--seed", type=int, default=42, help="sampling and training seed (default 42)")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N for every model stage (default: cuda when available)")
+    parser.add_argument("--threads", type=positive_int,
+                        help="torch CPU threads of every model stage (default: each stage's own default)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars in the stages")
     args = parser.parse_args(argv)
 
@@ -164,9 +167,11 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     mined, scored, model = out / "negatives.jsonl.gz", out / "scored.jsonl.gz", out / "model"
     timings = out / "timings.json"
     quiet = ["--quiet"] if args.quiet else []
+    runs_on = [*(["--device", args.device] if args.device else []), *(["--threads", str(args.threads)]
+                                                                       if args.threads else [])]
     stage("generate", queries, expand, ["--corpus", args.corpus, "--generator", args.generator, "--n",
                                         str(args.queries_per_passage), "--seed", str(args.seed), "--output",
-                                        str(expanded), *quiet], timings)
+                                        str(expanded), *quiet, *runs_on], timings)
     stage("pairs", qrels, pretrain_data, ["qgen", "--corpus", args.corpus, "--option",
                                           f"queries={json.dumps(str(queries))}",
                                           "--output", str(groups), "--topics-out", str(topics), "--qrels-out",
@@ -174,14 +179,14 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
                                           *(["--sample", str(args.max_queries)] if args.max_queries else [])], timings)
     stage("mine", mined, negatives, ["--topics", str(topics), "--qrels", str(qrels), "--corpus", args.corpus,
                                      "--source", "dense", "--index", args.retriever, "--hits", str(args.depth + 1),
-                                     "--depth", str(args.depth), "--output", str(mined), *quiet], timings)
+                                     "--depth", str(args.depth), "--output", str(mined), *quiet, *runs_on], timings)
     stage("label", scored, rerank, ["--groups", str(mined), "--corpus", args.corpus, "--model",
-                                    args.cross_encoder, "--output", str(scored), *quiet], timings)
+                                    args.cross_encoder, "--output", str(scored), *quiet, *runs_on], timings)
     steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
                                             args.corpus, "--groups", str(scored), "--seed", str(args.seed),
                                             "--set", f"negatives.depth={args.depth}", "--output", str(model),
-                                            *steps, *(["--no-progress"] if args.quiet else [])], timings)
+                                            *steps, *(["--no-progress"] if args.quiet else []), *runs_on], timings)
 
 
 def _check_inputs(args: argparse.Namespace, start: str) -> None:
