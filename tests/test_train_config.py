@@ -245,6 +245,12 @@ def test_presets_are_the_table1_settings_with_dpr_negatives(family, monkeypatch)
     assert flat == want
 
 
+def test_quiet_is_no_progress_as_in_every_other_command():
+    data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
+    assert [parse_args([*data, *flags])[0].progress for flags in ([], ["--quiet"], ["--no-progress"])] == [
+        True, False, False]
+
+
 def test_a_preset_is_named_from_anywhere(tmp_path, monkeypatch):
     data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
     by_file, _ = parse_args(["--config", str(CONFIGS / "presets" / "minilm.yaml"), *data])

@@ -186,7 +186,7 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
     stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
                                             args.corpus, "--groups", str(scored), "--seed", str(args.seed),
                                             "--set", f"negatives.depth={args.depth}", "--output", str(model),
-                                            *steps, *(["--no-progress"] if args.quiet else []), *runs_on], timings)
+                                            *steps, *quiet, *runs_on], timings)
 
 
 def _check_inputs(args: argparse.Namespace, start: str) -> None:

@@ -352,6 +352,8 @@ def build_parser() -> ArgumentParser:
             flag = "--" + legacy.replace("_", "-")
             if base is bool:
                 group.add_argument(flag, dest=legacy, action=argparse.BooleanOptionalAction, help=help_text)
+                if legacy == "progress":  # every other command's spelling
+                    group.add_argument("--quiet", dest=legacy, action="store_false", help="--no-progress")
             elif base is list:
                 group.add_argument(flag, dest=legacy, action="append", metavar=f.metadata.get("metavar", "FILE"),
                                    help=help_text)
