@@ -47,12 +47,12 @@ class SpanPassage:
         for index, sentence in enumerate(split_sentences(passage.contents)):
             words = sentence.split()
             norms = tuple(_norm(w) for w in words)
+            run = [0] * (len(norms) + 1)  # run[i]: how many words from i on are content words (not stopwords)
+            for i in range(len(norms) - 1, -1, -1):
+                run[i] = run[i + 1] + 1 if norms[i] and norms[i] not in STOPWORDS else 0
             for i in range(len(words)):
-                for n in range(low, high + 1):
-                    span = norms[i:i + n]
-                    if len(span) < n or not all(w and w not in STOPWORDS for w in span):
-                        break
-                    self.spans.setdefault(span, []).append((len(self.words) + i, index))
+                for n in range(low, min(high, run[i]) + 1):
+                    self.spans.setdefault(norms[i:i + n], []).append((len(self.words) + i, index))
             self.words.extend(words)
             self.sentences.append(norms)
         flat = tuple(w for norms in self.sentences for w in norms)
