@@ -113,6 +113,15 @@ def test_hybrid_interpolation_and_rrf(toy_dense_index, toy_collection, tmp_path,
     hybrid, fused = read_run(tmp_path / "hybrid.trec"), read_run(tmp_path / "fused.trec")
     for qid, ranking in hybrid.items():
         assert dict(fused[qid]) == pytest.approx(dict(ranking), abs=2e-6)
+    # and with BM25 settings of its own: the same as bm25 search with them
+    bm25_main(["search", "--index", str(lucene), "--topics", str(toy_collection["topics"]), "--hits", "8",
+               "--k1", "1.5", "--b", "0.9", "--output", str(tmp_path / "bm25.tuned.trec")])
+    search_main([*base, "--output", str(tmp_path / "hybrid.tuned.trec"), "--bm25-index", str(lucene),
+                 "--alpha", "1.0", "--k1", "1.5", "--b", "0.9"])
+    tuned = read_run(tmp_path / "bm25.tuned.trec")
+    assert tuned != read_run(tmp_path / "bm25.trec")
+    for qid, ranking in read_run(tmp_path / "hybrid.tuned.trec").items():  # alpha 1: BM25's scores
+        assert {d: s for d, s in ranking if d in dict(tuned[qid])} == pytest.approx(dict(tuned[qid]), abs=2e-6)
 
     # a BM25 index of another corpus (the same passages but one, renamed) is refused, not fused
     other = tmp_path / "other.jsonl"

@@ -29,7 +29,7 @@ with ``--encoder`` keeps the index's pooling, normalisation, query length and pr
 by Pyserini) needs ``--encoder`` and, unless the model's own settings fit, ``--pooling`` and ``--normalize``; given
 for an index whose ``meta.json`` says otherwise, the flags win with a warning. ``--nprobe`` applies to a token index
 or an IVF-PQ dense index (the lists searched), ``--ndocs`` to a token index only, ``--ef-search`` to an HNSW dense
-index only, ``--fusion``/``--alpha`` to hybrid search only (``--bm25-index``).
+index only, ``--fusion``/``--alpha``/``--k1``/``--b`` to hybrid search only (``--bm25-index``).
 
 The queries are searched in chunks of 512, each kept in OUTPUT.partial until the run is written: an interrupted
 search resumes where it stopped (the same command; other settings, an index encoded again or a model trained again
@@ -52,6 +52,7 @@ from ance_ir.cli import (
     fill_defaults,
     given_flags,
     load_cli_plugins,
+    non_negative_float,
     positive_int,
     run_cli,
     unit_float,
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 #: a search of the command: queries and hits per query -> their run
 Search = Callable[[Topics, int], Run]
 #: the hybrid's part of a resume record, for a search that is not one (so that a resume cannot switch it on or off)
-NOT_HYBRID = {"bm25_index": None, "index_commit": None, "fusion": None, "alpha": None}
+NOT_HYBRID = {"bm25_index": None, "index_commit": None, "k1": None, "b": None, "fusion": None, "alpha": None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
     parser.add_argument("--fusion", choices=["interpolation", "rrf"],
                         help="how --bm25-index's run and the dense run are fused (default interpolation)")
+    parser.add_argument("--k1", type=non_negative_float, help="hybrid: BM25's k1 (default 0.9)")
+    parser.add_argument("--b", type=unit_float, help="hybrid: BM25's b, 0 to 1 (default 0.4)")
     parser.add_argument("--alpha", type=unit_float,
                         help=f"interpolation: {ALPHA_MEANING}; the first run is BM25 (--bm25-index) (default 0.1)")
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
@@ -142,13 +145,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_hybrid_settings(args: argparse.Namespace) -> None:
-    """Refuse ``--fusion``/``--alpha`` without ``--bm25-index``, and ``--alpha`` with rrf; fill in their defaults."""
-    given = given_flags(args, {"--fusion": "fusion", "--alpha": "alpha"})
+    """Refuse ``--fusion``/``--alpha``/``--k1``/``--b`` without ``--bm25-index``, and ``--alpha`` with rrf; fill in
+    their defaults."""
+    given = given_flags(args, {"--fusion": "fusion", "--alpha": "alpha", "--k1": "k1", "--b": "b"})
     if given and not args.bm25_index:
         raise ValueError(f"{given[0]} sets hybrid search; it needs --bm25-index")
     if args.fusion == "rrf" and "--alpha" in given:
         raise ValueError("--alpha weights --fusion interpolation; rrf has no weight")
-    fill_defaults(args, {"fusion": "interpolation", "alpha": 0.1})
+    fill_defaults(args, {"fusion": "interpolation", "alpha": 0.1, "k1": 0.9, "b": 0.4})
 
 
 def _searcher(args: argparse.Namespace, device: torch.device, show_progress: bool) -> tuple[Search, dict[str, Any]]:
@@ -252,7 +256,7 @@ def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any],
     from ance_ir.fusion import interpolate, reciprocal_rank_fusion
     from ance_ir.negatives.sources import BM25Source
 
-    bm25 = BM25Searcher(args.bm25_index)
+    bm25 = BM25Searcher(args.bm25_index, args.k1, args.b)
     checked: list[bool] = []
 
     def fused(queries: Topics, hits: int) -> Run:
@@ -266,7 +270,8 @@ def _hybrid(args: argparse.Namespace, search: Search, record: dict[str, Any],
         return reciprocal_rank_fusion([run, sparse], depth=hits, k=hits)
 
     return fused, {**record, "bm25_index": str(Path(args.bm25_index).resolve()),
-                   **BM25Source(args.bm25_index).resume_record(), "fusion": args.fusion, "alpha": args.alpha}
+                   **BM25Source(args.bm25_index).resume_record(), "k1": args.k1, "b": args.b, "fusion": args.fusion,
+                   "alpha": args.alpha}
 
 
 def _check_same_corpus(bm25: BM25Searcher, bm25_index: str, index: str, run: Run) -> None:

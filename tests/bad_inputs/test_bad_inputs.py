@@ -231,6 +231,8 @@ CASES = {
     "search-hits-0": Case("search", SEARCH + " --hits 0", "", "argument --hits"),
     "search-alpha-without-bm25": Case("search", SEARCH + " --alpha 0.5", "",
                                       "--alpha sets hybrid search; it needs --bm25-index"),
+    "search-k1-without-bm25-index": Case("search", SEARCH + " --k1 1.2", "", "--k1 sets hybrid search; it needs "
+                                                                          "--bm25-index"),
     "search-alpha-with-rrf": Case("search", SEARCH + " --bm25-index {W}/lucene --fusion rrf --alpha 0.5", "",
                                   "--alpha weights --fusion interpolation; rrf has no weight"),
     "search-nprobe-on-a-flat-index": Case("search", SEARCH + " --nprobe 8", "{W}/dense",
