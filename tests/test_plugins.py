@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -142,6 +143,31 @@ def test_plugin_data_source_trains(toy_collection, tmp_path):
     assert saved["data"]["source"] == "test-lead" and saved["data"]["words"] == 2
     losses = [r["loss"] for r in map(json.loads, RunDir(tmp_path / "run").log.read_text().splitlines()) if "loss" in r]
     assert len(losses) == 2 and all(np.isfinite(losses))
+
+
+def test_the_architecture_docs_examples_register_and_the_data_source_loads(toy_collection, tmp_path):
+    """Each component example in docs/architecture.md imports as a plugin and registers its name; the data source's
+    pairs load from a corpus."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    examples = [block for block in blocks if "@register_" in block]
+    files = []
+    for number, block in enumerate(examples):
+        files.append(tmp_path / f"example{number}.py")
+        files[-1].write_text(block)
+    code = (f"import sys; from ance_ir.plugins import load_plugins; load_plugins({[str(f) for f in files]!r}); "
+            "from ance_ir.train.loss import LOSSES; from ance_ir.train.negatives import NEGATIVE_STRATEGIES; "
+            "from ance_ir.negatives.sources import CANDIDATE_SOURCES; from ance_ir.train.dataset import DATA_SOURCES; "
+            "from types import SimpleNamespace; from ance_ir.train.settings import DataSection; "
+            f"data = DATA_SOURCES['halves'](SimpleNamespace(data=DataSection(source='halves', "
+            f"corpus={str(toy_collection['corpus'])!r}, options={{'min_words': 4}}))).load(); import json; "
+            "print(json.dumps([sorted({'margin', 'top', 'mine', 'halves'} & {*LOSSES, *NEGATIVE_STRATEGIES, "
+            "*CANDIDATE_SOURCES, *DATA_SOURCES}), len(data.pairs)]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    names, pairs = json.loads(done.stdout.splitlines()[-1])
+    assert names == ["halves", "margin", "mine", "top"] and len(examples) >= 4
+    assert pairs == sum(len(t.split()) >= 4 for t in TOY_PASSAGES.values()) > 0
 
 
 def test_unknown_plugin_option_names_the_line(plugin_config):
