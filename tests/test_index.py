@@ -328,3 +328,19 @@ def test_a_mapped_index_is_checked_and_searched_as_a_read_one(vectors, queries, 
     (tmp_path / "h" / "docid").write_text("\n".join(DOCIDS[:-1]) + "\n")
     with pytest.raises(InputError, match=f"has {N - 1} docids, but .* holds {N} vectors"):
         load_dense_index(tmp_path / "h", mmap=True)
+
+
+def test_faiss_searches_beside_the_model_on_its_device(tmp_path):
+    import torch
+
+    from ance_ir.index.faiss_index import faiss_gpu
+
+    assert faiss_gpu(torch.device("cpu")) is None and faiss_gpu(torch.device("cuda", 1)) == 1  # not GPU 0
+    vectors = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
+    index = DenseIndex(build_index(vectors), [f"d{i}" for i in range(20)])
+    assert index.gpu == 0  # faiss's first GPU, when it sees one, unless told the model's device
+    expected = index.search(vectors[:3], 5)
+    index.use_device(torch.device("cpu"))
+    assert index.gpu is None and index._searchable is None  # the copy of the other device is dropped
+    scores, docids = index.search(vectors[:3], 5)
+    assert np.array_equal(scores, expected[0]) and docids == expected[1]

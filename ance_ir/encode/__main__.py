@@ -171,6 +171,8 @@ def _device(args: argparse.Namespace, launch: Launch | None = None) -> torch.dev
     from ance_ir.modeling.inference import check_precision, resolve_device
 
     device = resolve_device(args.device, launch.local_rank if launch else None)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # each rank's current device is its own GPU
     check_precision(args.precision, device)  # fail before reading anything
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_json_object, read_text
-from ance_ir.index.faiss_index import build_index, describe_index, to_gpu
+from ance_ir.index.faiss_index import build_index, describe_index, faiss_gpu, to_gpu
 from ance_ir.index.records import check_model_record
 
 INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
@@ -64,6 +64,8 @@ class DenseIndex:
     meta: dict[str, Any] = field(default_factory=dict)
     folder: Path | None = None
     _searchable: faiss.Index | None = field(default=None, init=False, repr=False, compare=False)
+    #: the faiss GPU searches run on when faiss sees GPUs (None: the CPU); :meth:`use_device` sets it
+    gpu: int | None = field(default=0, init=False, repr=False, compare=False)
 
     @property
     def dim(self) -> int:
@@ -92,6 +94,12 @@ class DenseIndex:
     def nprobe(self) -> int | None:
         """An IVF index's inverted lists searched per query (faiss ``nprobe``); None for other types."""
         return self.index.nprobe if isinstance(self.index, faiss.IndexIVF) else None
+
+    def use_device(self, device: Any) -> None:
+        """Search beside a model on the torch ``device``: on its GPU (:func:`faiss_gpu`), else on the CPU."""
+        gpu = faiss_gpu(device)
+        if gpu != self.gpu:
+            self.gpu, self._searchable = gpu, None
 
     def set_nprobe(self, nprobe: int) -> None:
         """Search an IVF (IVF-PQ) index's ``nprobe`` nearest lists a query (at most all of them): more finds more of
@@ -130,7 +138,7 @@ class DenseIndex:
         if k == 0:
             return np.empty((len(queries), 0), np.float32), [[] for _ in queries]
         if self._searchable is None:
-            self._searchable = to_gpu(self.index)
+            self._searchable = to_gpu(self.index, self.gpu)
         wanted = min(k * per, len(self))
         searcher = self._searchable if wanted <= GPU_MAX_K else self.index  # the CPU index when faiss GPU cannot
         scores, rows = searcher.search(np.ascontiguousarray(queries), wanted)

@@ -46,16 +46,29 @@ def _check_params(index_type: str, params: dict[str, Any], allowed: dict[str, An
 
 
 @functools.cache
-def _gpu_resources() -> Any:
+def _gpu_resources(gpu: int) -> Any:
     return faiss.StandardGpuResources()
 
 
-def to_gpu(index: faiss.Index) -> faiss.Index:
-    """A GPU copy of a flat or IVF index when faiss sees a GPU; otherwise (or for HNSW) ``index`` itself."""
-    if faiss.get_num_gpus() == 0 or isinstance(index, faiss.IndexHNSW):
+def faiss_gpu(device: Any) -> int | None:
+    """The GPU faiss should use beside a model on the torch ``device``: its own (the current one for plain
+    ``cuda``), or None (the CPU) for any other device."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    if device.index is not None:
+        return device.index
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def to_gpu(index: faiss.Index, gpu: int | None = 0) -> faiss.Index:
+    """A copy of a flat or IVF index on faiss GPU ``gpu`` when faiss sees GPUs; otherwise (``gpu`` None, or
+    HNSW) ``index`` itself."""
+    if gpu is None or faiss.get_num_gpus() == 0 or isinstance(index, faiss.IndexHNSW):
         return index
     try:
-        return faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
+        return faiss.index_cpu_to_gpu(_gpu_resources(gpu), gpu, index)
     except RuntimeError as e:  # e.g. an IVF-PQ layout the GPU kernels do not support
         warnings.warn(f"faiss GPU cannot hold this {type(index).__name__} ({e}); using the CPU", stacklevel=2)
         return index

@@ -38,7 +38,7 @@ def native_bf16(device: torch.device | str) -> bool:
     """Whether ``device`` computes bf16 matrix products in hardware (so bf16 is faster than fp32 there)."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(device)[0] >= 8
     if device.type == "cpu":  # private probes of torch's CPU dispatcher; absent in old releases
         if torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2"):  # kernels capped below AVX-512
             return False
@@ -49,7 +49,11 @@ def native_bf16(device: torch.device | str) -> bool:
 
 def note_emulated_bf16(precision: str, device: torch.device | str) -> None:
     """One note on stderr when bf16 is asked for on a CPU that only emulates it: there it is slower than fp32
-    (docs/bench.md, the AVX2 tables), so a config written for a CPU with AMX runs many times longer."""
+    (docs/bench.md, the AVX2 tables), so a config written for a CPU with AMX runs many times longer. A GPU that
+    emulates it (before compute capability 8.0) gets a note too."""
+    if precision == "bf16" and torch.device(device).type == "cuda" and not native_bf16(device):
+        print(f"note: {torch.cuda.get_device_name(device)} has no native bf16 (it needs compute capability 8.0): "
+              "bf16 is emulated there and slower than fp16 or fp32", file=sys.stderr)
     if precision == "bf16" and torch.device(device).type == "cpu" and not native_bf16(device):
         print("note: this CPU has no native bf16 (AVX-512 BF16 or AMX): bf16 is emulated and slower than fp32 "
               "here (docs/bench.md)", file=sys.stderr)

@@ -90,6 +90,7 @@ class DenseSearcher:
             raise ValueError(f"encoder produces {encoder.dim}-dimensional vectors, "
                              f"index {index.folder} holds {index.dim}")
         self.index, self.encoder = index, encoder
+        index.use_device(encoder.device)  # faiss on the encoder's GPU (or the CPU), not on GPU 0 whatever it is
 
     def search(self, topics: Topics, hits: int = 1000, batch_size: int = 64, progress: bool = False) -> Run:
         """Top ``hits`` passages for every query, best first, a batch of queries encoded and searched at a time;

@@ -75,6 +75,7 @@ class AdoreTask(TrainingTask):
 
         options = ctx.config.task.options
         self.index = load_dense_index(options["index"])
+        self.index.use_device(ctx.device)  # each rank's faiss copy on its own GPU
         self.row, vectors = fixed_passage_vectors(self.index, "task.index", {pos for _, pos in ctx.data.pairs},
                                                   "judged passages of the training pairs")
         if self.index.dim != model.dim:

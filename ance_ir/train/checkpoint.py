@@ -107,7 +107,7 @@ def capture_rng() -> dict[str, Any]:
     kind, key, pos, has_gauss, gauss = np.random.get_state()
     return {"python": random.getstate(), "numpy": [kind, key.tolist(), pos, has_gauss, gauss],
             "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}  # unused CUDA: none
 
 
 def restore_rng(state: dict[str, Any]) -> None:
@@ -115,5 +115,6 @@ def restore_rng(state: dict[str, Any]) -> None:
     kind, key, pos, has_gauss, gauss = state["numpy"]
     np.random.set_state((kind, np.array(key, dtype=np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if state["cuda"] and torch.cuda.is_available():  # resumed with fewer GPUs: theirs (the first ones)
+        for index, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, index)

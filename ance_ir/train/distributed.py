@@ -36,10 +36,13 @@ class Distributed:
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         device = resolve_device(device_spec, local_rank)
+        if world_size > 1 and device.type == "cuda" and device_spec and torch.device(device_spec).index is not None:
+            raise ValueError(f"device {device_spec} under torchrun would put every rank on one GPU; give cuda (each "
+                             "rank takes its LOCAL_RANK's GPU)")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # what follows on the current device (faiss, probes) is this one
         if world_size == 1:
             return cls(0, 1, device)
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
         if not dist.is_initialized():
             join_process_group("nccl" if device.type == "cuda" else "gloo", TIMEOUT)
         return cls(dist.get_rank(), world_size, device)

@@ -160,6 +160,7 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
                                           report=report if mode == "async" else None)
     lap("encode_s")
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
+    index.use_device(device)
     lap("index_s")
     if job.keep_index:
         meta = {"encoder": str(checkpoint.resolve()), "kind": encoder.kind, "encoder_config": encoder.config.to_dict(),
