@@ -201,6 +201,10 @@ CASES = {
                                         "judges none of the", {"other.qrels": "zz 0 d1 1\n"}),
     # dense search
     "search-missing-index": Case("search", SEARCH.replace("{W}/dense", "{T}/nope"), "", "{T}/nope"),
+    "search-missing-index-before-topics": Case("search", SEARCH.replace("{W}/dense", "{T}/nope").replace(
+        "{W}/topics.tsv", "nosuch-topics"), "{T}/nope", "no such index folder"),
+    "search-missing-bm25-index": Case("search", SEARCH + " --bm25-index {T}/nolucene", "{T}/nolucene",
+                                      "no such index folder"),
     "search-empty-index-folder": Case("search", SEARCH.replace("{W}/dense", "{T}/empty"), "{T}/empty/index",
                                       "missing (a dense index folder needs",
                                       {"empty": None}),
