@@ -186,7 +186,7 @@ def test_missing_index_and_offline_prebuilt_name(toy_collection, tmp_path):
     args = ["ance_ir.search", "--topics", str(toy_collection["topics"]), "--output", str(tmp_path / "x.trec"),
             "--index"]
     missing = run_here(*args, str(tmp_path / "nope"))
-    assert missing.returncode == 2 and "no such dense index folder" in missing.stderr
+    assert missing.returncode == 2 and f"{tmp_path / 'nope'}: no such index folder" in missing.stderr
     prebuilt = subprocess.run([sys.executable, "-m", *args, "msmarco-v1-passage.tct_colbert-v2-hnp", "--encoder",
                                "minilm"], capture_output=True, text=True,
                               env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})

@@ -115,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
     check_apart(args.output, [args.topics, args.qrels], [args.index, args.bm25_index])
+    args.run_tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
+    _check_hybrid_settings(args)
     for index in filter(None, (args.index, args.bm25_index)):  # before a named topic set is fetched
         if ("/" in index or index.startswith((".", "~"))) and not Path(index).expanduser().is_dir():
             raise InputError(index, "no such index folder")  # a path: no Pyserini prebuilt index is named so
-    args.run_tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
-    _check_hybrid_settings(args)
     load_cli_plugins(args.imports)
 
     import faiss
