@@ -122,9 +122,11 @@ def build_index(vectors: np.ndarray, index_type: str = "flat", show_progress: bo
     ``flat``: exact ``IndexFlatIP``. ``hnsw``: ``IndexHNSWFlat`` with ``m`` (neighbours, 32),
     ``ef_construction`` (200) and ``ef_search`` (128). ``ivfpq``: ``IndexIVFPQ`` with ``nlist``, ``m``
     (sub-quantizers, must divide D), ``nbits`` and ``nprobe``, trained on the vectors; defaults from
-    :func:`ivfpq_defaults`. IVF-PQ trains and encodes on a GPU when faiss has one. ``show_progress``: a bar on
-    stderr for a build that takes more than ``BAR_DELAY_S`` (HNSW's graph, IVF-PQ's encoding), a line before
-    IVF-PQ's training.
+    :func:`ivfpq_defaults`. IVF-PQ trains and encodes on a GPU when faiss has one and its kernels take the layout
+    (unverified here, no GPU: faiss-GPU's float32 lookup tables are said to allow at most 48 sub-quantizers of 8
+    bits, fewer than the default ``m`` of 384-d and larger vectors), else on the CPU with a warning.
+    ``show_progress``: a bar on stderr for a build that takes more than ``BAR_DELAY_S`` (HNSW's graph, IVF-PQ's
+    encoding), a line before IVF-PQ's training.
     """
     if index_type not in INDEX_TYPES:
         raise ValueError(f"unknown index type {index_type!r}; choose from {', '.join(INDEX_TYPES)}")
