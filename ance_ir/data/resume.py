@@ -154,21 +154,26 @@ def _remove_stale(outputs: Sequence[Path], work: Path) -> None:
         print(f"removed {len(stale)} temporary files left by an interrupted run", file=sys.stderr)
 
 
-def restart_changed_work(work: Path, job: dict[str, Any], what: str) -> None:
-    """Before a job that writes no user's output (a training run's refresh) starts or resumes: drop the unfinished
-    ``what`` in ``work`` when it was done with other settings than ``job`` (it is only redone), else the temporaries a
-    killed run left among its chunks."""
+def recorded_job(work: Path) -> dict[str, Any] | None:
+    """The settings the chunks kept in ``work`` record (``job.json``); None when there are none or they cannot be
+    read."""
+    try:
+        return json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def restart_changed_work(work: Path, job: dict[str, Any], dropped: str) -> None:
+    """Before a job that writes no user's output (a training run's refresh, its samplers' rankings) starts or
+    resumes: drop the chunks in ``work`` when they were made with other settings than ``job`` (they are only made
+    again), saying the line ``dropped``; else remove the temporaries a killed run left among them."""
     if not work.is_dir():
         return
-    try:
-        recorded = json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        recorded = None
-    if recorded == job:
+    if recorded_job(work) == job:
         _remove_stale([], work)
         return
     shutil.rmtree(work)
-    print(f"dropped the unfinished {what} in {work}: its settings differ (or are unreadable)", file=sys.stderr)
+    print(dropped, file=sys.stderr)
 
 
 def open_work(outputs: Sequence[Path], work: Path, job: dict[str, Any], what: str = "job") -> None:

@@ -12,7 +12,6 @@ decorated with :func:`register_negatives`.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import shutil
@@ -185,24 +184,14 @@ def kept_retrieval(source: CandidateSource, name: str, params: dict[str, Any], q
     retrieving it again. The chunks are reused only for the same source (built as ``name`` with ``params``: its
     :func:`~ance_ir.negatives.resume.retrieval_settings`), queries and depth; chunks of any other retrieval (an
     earlier attempt's, before the run's first checkpoint, whose settings may differ) are dropped first."""
-    from ance_ir.data.resume import JOB_FILE
+    from ance_ir.data.resume import restart_changed_work
     from ance_ir.negatives.resume import ChunkedRetrieval, retrieval_settings
 
     chunked = ChunkedRetrieval(source, kept, retrieval_settings(name, params, source), show_progress=progress,
                                work=kept)
-    if kept.is_dir() and _recorded_job(kept / JOB_FILE) != chunked.job(queries, depth):
-        print(f"note: {kept} holds the rankings of another retrieval (an earlier attempt's); retrieving again",
-              file=sys.stderr)
-        shutil.rmtree(kept)
+    restart_changed_work(kept, chunked.job(queries, depth), f"note: {kept} holds the rankings of another retrieval "
+                                                             "(an earlier attempt's); retrieving again")
     return chunked.retrieve(queries, depth)
-
-
-def _recorded_job(path: Path) -> dict[str, Any] | None:
-    """The ``job.json`` kept chunks record; None when there is none (or it cannot be read)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def _older_than(index: Path, corpus: Path) -> bool:

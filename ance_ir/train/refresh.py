@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import GroupPassage, Qrels, Topics, TrainingGroup, atomic_write
-from ance_ir.data.resume import JOB_FILE, ChunkedJob, in_chunks, restart_changed_work
+from ance_ir.data.resume import ChunkedJob, in_chunks, recorded_job, restart_changed_work
 from ance_ir.datasets import qrels_for_topics, resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, passage_index, write_dense_index
@@ -266,7 +265,8 @@ def _encode_passages(encoder: Any, job: RefreshJob, rows: np.ndarray, work: Path
     settings = {**encoding_settings(job), "weights_sha256": weights_sha256(encoder),
                 "rows_sha256": hashlib.sha256(np.asarray(rows, dtype=np.int64).tobytes()).hexdigest(),
                 "precision": model_precision(encoder, job.precision), "device": encoder.device.type}
-    restart_changed_work(work, settings, "refresh encoding")
+    restart_changed_work(work, settings, f"dropped the unfinished refresh encoding in {work}: its settings differ (or "
+                                          "are unreadable)")
 
     def part(number: int) -> Path:
         return work / f"part-{number:05d}.npy"
@@ -308,9 +308,8 @@ def resumable_encoding(work: Path, job: RefreshJob, device: torch.device) -> boo
     """Whether the parts an unfinished refresh kept in ``work`` were encoded with ``job``'s settings on a device of
     ``device``'s kind, at ``job.precision`` unless that is ``auto`` (the model decides it), so a refresh of its
     checkpoint would reuse them."""
-    try:
-        recorded = json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    recorded = recorded_job(work)
+    if recorded is None:
         return False
     return (all(recorded.get(k) == v for k, v in encoding_settings(job).items())
             and recorded.get("device") == device.type and job.precision in ("auto", recorded.get("precision")))
