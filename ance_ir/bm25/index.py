@@ -31,7 +31,7 @@ def build_lucene_index(corpus: str | Path, output: str | Path, threads: int = 2,
     with output_lock(output), _staging(output) as staging:
         passages = 0
         with open(staging / "docs.jsonl", "w", encoding="utf-8") as f:
-            for p in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage", show=progress):
+            for p in iter_corpus(corpus, progress):
                 f.write(json.dumps({"id": p.docid, "contents": p.text}, ensure_ascii=False) + "\n")
                 passages += 1
         with atomic_directory(output) as tmp:

@@ -74,14 +74,18 @@ def _parse_json(path: Path, lineno: int, obj: dict, fields: JsonFields, first: b
     return Passage(check_id(path, lineno, "id", str(docid)), contents, title)
 
 
-def iter_corpus(path: str | Path) -> Iterator[Passage]:
-    """Stream passages from a JSONL (``.jsonl``/``.json``, optionally ``.gz``) or TSV corpus.
+def iter_corpus(path: str | Path, show_progress: bool = False, desc: str = "read corpus") -> Iterator[Passage]:
+    """Stream passages from a JSONL (``.jsonl``/``.json``, optionally ``.gz``) or TSV corpus, counted on stderr
+    (``desc``) with ``show_progress`` once reading takes more than ``BAR_DELAY_S``.
 
     The JSONL layout (Pyserini, BEIR or Tevatron fields) is taken from the first line; every later line
     must use the same fields. Every malformed line, and every repeated id, raises :class:`InputError`
     naming the line.
     """
-    path = Path(path)
+    yield from slow_bar(_passages(Path(path)), desc=desc, unit="passage", show=show_progress)
+
+
+def _passages(path: Path) -> Iterator[Passage]:
     tsv = is_tsv(path)
     fields: JsonFields | None = None
     seen: dict[str, int] = {}
@@ -104,7 +108,7 @@ def iter_corpus(path: str | Path) -> Iterator[Passage]:
 def load_corpus(path: str | Path, show_progress: bool = False) -> list[Passage]:
     """All passages of a corpus file, in file order (a count of those read on stderr, with ``show_progress``, once
     reading takes more than ``BAR_DELAY_S``)."""
-    return list(slow_bar(iter_corpus(path), desc=f"read {Path(path).name}", unit="passage", show=show_progress))
+    return list(iter_corpus(path, show_progress, desc=f"read {Path(path).name}"))
 
 
 def write_corpus(passages: Iterable[Passage], path: str | Path) -> int:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ance_ir.data import InputError, atomic_write, iter_corpus, output_lock, sha256_file
-from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, slow_bar, work_folder
+from ance_ir.data.resume import ChunkedJob, in_chunks, kept_on_interrupt, open_work, work_folder
 from ance_ir.index import INDEX_TYPES, DenseIndex, build_index, check_docid, concat_vectors, write_dense_index
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def count_passages(corpus: Path, show_progress: bool = False) -> int:
     """Read the whole corpus once, so any bad line is reported before encoding starts (a bar on stderr with
     ``show_progress`` once it takes more than ``BAR_DELAY_S``)."""
     n = 0
-    for passage in slow_bar(iter_corpus(corpus), desc="check corpus", unit="passage", show=show_progress):
+    for passage in iter_corpus(corpus, show_progress, desc="check corpus"):
         try:
             check_docid(passage.docid)
         except ValueError as e:

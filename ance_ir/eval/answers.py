@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ance_ir.data import InputError, Run, iter_corpus
 from ance_ir.data.lines import iter_lines, json_object
-from ance_ir.data.resume import slow_bar
 
 MATCHES = ("dpr", "kilt")
 DEFAULT_K = (1, 5, 20, 100)
@@ -138,7 +137,7 @@ def passage_texts(corpus: str | Path, docids: set[str], match: str = "dpr",
     """The normalised text (``contents``, no title) of the passages ``docids`` of a corpus file, streamed (a count on
     stderr with ``show_progress``, past ``BAR_DELAY_S``)."""
     texts: dict[str, str] = {}
-    for passage in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage", show=show_progress):
+    for passage in iter_corpus(corpus, show_progress):
         if passage.docid in docids:
             texts[passage.docid] = normalize(without_title_line(passage.contents), match)
     return texts

@@ -118,7 +118,7 @@ def expand_corpus(corpus: str | Path, output: str | Path, generate: Generate, jo
         work = work_folder(output)
         check_outputs(output, overwrite)
         # every bad line is reported before any work
-        total = sum(1 for _ in slow_bar(iter_corpus(corpus), desc="check corpus", unit="passage", show=show_progress))
+        total = sum(1 for _ in iter_corpus(corpus, show_progress, desc="check corpus"))
         job = {**job, "chunk_size": chunk_size}
         open_work([output, queries_path(output)], work, job, "expansion")
         written = 0
@@ -168,7 +168,7 @@ def _assemble(corpus: Path, output: Path, chunks: list[Path], total: int, show_p
 
     with atomic_write(output) as f:
         written = slow_bar(iter_corpus(corpus), desc=f"write {output.name}", unit="passage", show=show_progress,
-                           total=total)
+                           total=total)  # a total, which iter_corpus's own count lacks
         for passage, (docid, generated) in zip(written, lines(), strict=True):
             if docid != passage.docid:
                 raise InputError(corpus, f"passage {passage.docid!r} where the chunks have {docid!r}; delete "

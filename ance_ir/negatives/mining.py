@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ance_ir.data import GroupPassage, Passage, Qrels, Topics, TrainingGroup, iter_corpus
-from ance_ir.data.resume import slow_bar
 
 if TYPE_CHECKING:
     from ance_ir.negatives.sources import CandidateSource
@@ -142,7 +141,7 @@ def build_groups(topics: Topics, qrels: Qrels, corpus: str | Path, source: Candi
     check_mining_params(depth, skip, max_rank, margin, relative_margin)
     passages: dict[str, Passage] = {}
     docids: set[str] = set()
-    for p in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage", show=progress is not None):
+    for p in iter_corpus(corpus, show_progress=progress is not None):
         if with_text:
             passages[p.docid] = p
         docids.add(p.docid)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ance_ir.data import InputError, TrainingGroup, iter_corpus
-from ance_ir.data.resume import slow_bar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,8 +25,7 @@ def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_p
     ``BAR_DELAY_S``), else the group's own (``title``, ``text``: pretraining pairs carry new texts under new ids, as
     ``data.source: groups`` reads them); InputError naming the groups file for a passage with neither."""
     needed = {p.docid for g in groups for p in (*g.positives, *g.negatives)}
-    texts = {p.docid: p.text for p in slow_bar(iter_corpus(corpus), desc="read corpus", unit="passage",
-                                               show=show_progress) if p.docid in needed}
+    texts = {p.docid: p.text for p in iter_corpus(corpus, show_progress) if p.docid in needed}
     for group in groups:
         for passage in (*group.positives, *group.negatives):
             if passage.docid in texts:
