@@ -28,6 +28,7 @@ from ance_ir.train.checkpoint import STATE_FILE, load_trainer_state, step_of
 from ance_ir.train.inferencer import serve
 from ance_ir.train.layout import RunDir
 from ance_ir.train.store import NegativesStore, RefreshRecords, request_stop
+from ance_ir.train.trainer import Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -177,6 +178,55 @@ def test_baseline_in_batch_bf16_accumulation_and_pruning(toy, tmp_path):
     assert steps[-1]["epoch"] == pytest.approx(6 * 2 * 2 / 6)  # 6 steps x 2 micro-batches x 2 queries, 6 pairs
     with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
         train(toy_config(toy, tmp_path / "fp16", precision="fp16"))
+
+
+def _trainer_with_loss_scaler(config: TrainConfig, init_scale: float) -> Trainer:
+    """A trainer whose optimizer steps go through a loss scaler, as fp16's do on a GPU (a CPU one here)."""
+    trainer = Trainer(config)
+    trainer.precision.scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    return trainer
+
+
+def test_steps_the_loss_scaler_skips_are_counted_and_leave_the_gradient_norms_finite(toy, tmp_path):
+    """A loss scale of 2^126 overflows the first backward passes, as fp16's 2^16 does on a GPU: the scaler skips
+    those steps and halves its scale until the gradients are finite; their infinite norms are not logged."""
+    config = toy_config(toy, tmp_path / "run", ance=False, negatives="random", max_steps=40)
+    trainer = _trainer_with_loss_scaler(config, 2.0 ** 126)
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    steps = training_records(tmp_path / "run")
+    skipped = [r for r in steps if r["skipped_steps"]]
+    assert skipped and steps[-1]["skipped_steps"] == 0
+    assert all(r["grad_norm"] is None for r in skipped)  # a window of one skipped step has no norm
+    assert all(np.isfinite(r["grad_norm"]) for r in steps if not r["skipped_steps"])
+    assert [r["loss_scale"] for r in skipped] == [2.0 ** (125 - i) for i in range(len(skipped))]
+
+
+def _poison(module: torch.nn.Module) -> None:
+    with torch.no_grad():
+        for param in module.parameters():
+            param.fill_(float("nan"))
+
+
+def test_training_that_diverges_stops_with_the_step_that_did(toy, tmp_path):
+    config = toy_config(toy, tmp_path / "fp32", ance=False, negatives="random")
+    trainer = Trainer(config)
+    try:
+        _poison(trainer.module)
+        with pytest.raises(RuntimeError, match="step 1: the gradient norm is nan; the learning rate"):
+            trainer.train()
+    finally:
+        trainer.close()
+    trainer = _trainer_with_loss_scaler(toy_config(toy, tmp_path / "fp16", ance=False, negatives="random"),
+                                        init_scale=4.0)
+    try:
+        _poison(trainer.module)
+        with pytest.raises(RuntimeError, match="step 3: the gradients overflow fp16 even at a loss scale of 0.5"):
+            trainer.train()  # skipped at 4, 2 and 1
+    finally:
+        trainer.close()
 
 
 def test_init_from_a_run_folder_starts_from_its_latest_checkpoint(straight_run, toy, tmp_path):

@@ -54,6 +54,9 @@ from ance_ir.train.refresh import eval_set
 from ance_ir.train.runlog import RunLog
 from ance_ir.train.task import TASKS, TaskContext, build_task
 
+# fp16 training stops when its loss scale falls below this: gradients that overflow even scaled down mean divergence
+MIN_LOSS_SCALE = 1.0
+
 
 def _say(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
@@ -70,6 +73,7 @@ class Window:
     norms: dict[str, list[float]] = field(default_factory=dict)
     lr: float = 0.0
     pause_s: float = 0.0
+    skipped: int = 0  # fp16 steps the loss scaler skipped (gradients not finite): no norms of theirs are kept
 
     def add_norm(self, name: str, value: float | None) -> None:
         if value is not None:
@@ -81,7 +85,8 @@ class Window:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the window, so that a run resumed mid-window logs what it would have."""
-        return {"steps": self.steps, "examples": self.examples, "loss": self.loss, "norms": self.norms, "lr": self.lr}
+        return {"steps": self.steps, "examples": self.examples, "loss": self.loss, "norms": self.norms, "lr": self.lr,
+                "skipped": self.skipped}
 
 
 def device_passage_buckets(device: torch.device | str) -> int:
@@ -346,19 +351,25 @@ class Trainer:
         scaler = self.precision.scaler
         if scaler is not None:
             scaler.unscale_(self.optimizer)
-        for name, params in self.layer_groups.items():
-            self.window.add_norm(name, grad_norm(params))
+        norms = {name: grad_norm(params) for name, params in self.layer_groups.items()}
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         limit = self.config.optim.max_grad_norm or float("inf")
         total = float(torch.nn.utils.clip_grad_norm_(params, limit))
-        if scaler is None and not math.isfinite(total):  # fp16's scaler skips such steps by itself
-            raise RuntimeError(f"step {self.step + 1}: the gradient norm is {total}; the learning rate "
-                                     f"({self.config.optim.lr}) or the data made training diverge")
-        self.window.add_norm("total", total)
+        diverged = (f"the learning rate ({self.config.optim.lr}) or the data made training diverge")
+        if math.isfinite(total):
+            for name, norm in {**norms, "total": total}.items():
+                self.window.add_norm(name, norm)
+        elif scaler is None:
+            raise RuntimeError(f"step {self.step + 1}: the gradient norm is {total}; {diverged}")
+        else:  # fp16: the scaler skips this step and halves its scale
+            self.window.skipped += 1
         self.window.lr = self.optimizer.param_groups[0]["lr"]
         if scaler is not None:
             scaler.step(self.optimizer)
             scaler.update()
+            if scaler.get_scale() < MIN_LOSS_SCALE:
+                raise RuntimeError(f"step {self.step + 1}: the gradients overflow fp16 even at a loss scale of "
+                                   f"{scaler.get_scale():g}; {diverged}")
         else:
             self.optimizer.step()
         self.scheduler.step()
@@ -387,6 +398,8 @@ class Trainer:
                   **{f"grad_norm_{g}": w.mean_norm(g) for g in GROUPS},
                   "examples_per_s": round(w.examples / seconds, 3), "steps_per_s": round(w.steps / seconds, 4),
                   "pause_s": round(pause, 3), **extra}
+        if self.precision.scaler is not None:
+            record |= {"loss_scale": self.precision.scaler.get_scale(), "skipped_steps": w.skipped}
         self.log.write(record)
         version = record.get("negatives_version")
         bar.set_postfix(loss=f"{record['loss']:.4f}", **({"neg": f"v{version}"} if version is not None else {}))
