@@ -17,6 +17,7 @@ INDEX_TYPES = ("flat", "hnsw", "ivfpq")
 HNSW_DEFAULTS = {"m": 32, "ef_construction": 200, "ef_search": 128}
 ADD_BATCH = 65536  # rows copied into faiss at a time, so memory-mapped vectors are never loaded whole
 MIN_POINTS_PER_LIST = 39  # faiss k-means wants at least this many training points per centroid
+GPU_FLOAT32_PQ_MAX_M = 48  # the most IVF-PQ sub-quantizers faiss-GPU takes with float32 lookup tables
 
 
 def ivfpq_defaults(n: int, dim: int) -> dict[str, int]:
@@ -67,8 +68,12 @@ def to_gpu(index: faiss.Index, gpu: int | None = 0) -> faiss.Index:
     HNSW) ``index`` itself."""
     if gpu is None or faiss.get_num_gpus() == 0 or isinstance(index, faiss.IndexHNSW):
         return index
+    options = faiss.GpuClonerOptions()
+    # faiss-GPU's IVF-PQ keeps its lookup tables in shared memory: float32 ones fit at most 48 sub-quantizers,
+    # float16 ones 56, 64 and 96 (the default m of 384-d vectors)
+    options.useFloat16 = isinstance(index, faiss.IndexIVFPQ) and index.pq.M > GPU_FLOAT32_PQ_MAX_M
     try:
-        return faiss.index_cpu_to_gpu(_gpu_resources(gpu), gpu, index)
+        return faiss.index_cpu_to_gpu(_gpu_resources(gpu), gpu, index, options)
     except RuntimeError as e:  # e.g. an IVF-PQ layout the GPU kernels do not support
         warnings.warn(f"faiss GPU cannot hold this {type(index).__name__} ({e}); using the CPU", stacklevel=2)
         return index
@@ -123,8 +128,9 @@ def build_index(vectors: np.ndarray, index_type: str = "flat", show_progress: bo
     ``ef_construction`` (200) and ``ef_search`` (128). ``ivfpq``: ``IndexIVFPQ`` with ``nlist``, ``m``
     (sub-quantizers, must divide D), ``nbits`` and ``nprobe``, trained on the vectors; defaults from
     :func:`ivfpq_defaults`. IVF-PQ trains and encodes on a GPU when faiss has one and its kernels take the layout
-    (unverified here, no GPU: faiss-GPU's float32 lookup tables are said to allow at most 48 sub-quantizers of 8
-    bits, fewer than the default ``m`` of 384-d and larger vectors), else on the CPU with a warning.
+    (faiss-GPU takes up to 48 sub-quantizers with float32 lookup tables, 56, 64 or 96 with the float16 ones
+    :func:`to_gpu` then asks for; unverified here, no GPU), else on the CPU with a warning: 768-d vectors' default
+    m of 192 is one of those.
     ``show_progress``: a bar on stderr for a build that takes more than ``BAR_DELAY_S`` (HNSW's graph, IVF-PQ's
     encoding), a line before IVF-PQ's training.
     """
