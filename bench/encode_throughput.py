@@ -115,7 +115,7 @@ def worker(args: argparse.Namespace) -> None:
     texts = [t for _, t in subset(args.corpus, args.rss_limit)]
     encode = make_encoder(args.worker, args.model, args.device, args.batch_size)
     encode(texts)
-    gpu = torch.cuda.max_memory_allocated() / 2**20 if args.device.startswith("cuda") else None
+    gpu = torch.cuda.max_memory_allocated(args.device) / 2**20 if args.device.startswith("cuda") else None
     print(json.dumps({"rss_mib": peak_rss_mib(), "gpu_mib": gpu}))
 
 

@@ -78,9 +78,9 @@ def child(model: str, device: str, batch: int, chunk: int, steps: int, corpus: s
 
     cuda = device.startswith("cuda")
     if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
     else:
         base = _rss_mib()
     times = []
@@ -88,9 +88,9 @@ def child(model: str, device: str, batch: int, chunk: int, steps: int, corpus: s
         start = time.perf_counter()
         step()
         if cuda:
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
-    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else peak_rss_mib() - base
+    peak = (torch.cuda.max_memory_allocated(device) - base) / 2**20 if cuda else peak_rss_mib() - base
     rate = batch * (len(times) - 1) / sum(times[1:])
     return {"model": model, "batch": batch, "chunk": chunk, "peak_mib": peak, "examples_per_s": rate}
 

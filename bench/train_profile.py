@@ -116,7 +116,7 @@ def main() -> None:
         def timed() -> None:
             run()
             if device.type == "cuda":
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(device)
         return timed
 
     def next_batch() -> None:
