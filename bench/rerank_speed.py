@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ance_ir.cli import positive_int
-from ance_ir.data import iter_corpus, read_run
+from ance_ir.data import corpus_texts, read_run
 from ance_ir.datasets import resolve_corpus, resolve_topics
 from bench.common import alternating_medians, device_label, load_average, provenance, publish
 
@@ -82,7 +82,7 @@ def main() -> None:
     if any(len(run[q]) < args.depth for q in qids):
         raise SystemExit(f"error: {args.run}: a query has fewer than {args.depth} hits")
     needed = {d for _, d in hits}
-    texts = {p.docid: p.text for p in iter_corpus(resolve_corpus(args.corpus)) if p.docid in needed}
+    texts = corpus_texts(resolve_corpus(args.corpus), needed)
     queries, passages = [topics[q] for q, _ in hits], [texts[d] for _, d in hits]
     pairs = [[q, p] for q, p in zip(queries, passages, strict=True)]
 

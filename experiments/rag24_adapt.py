@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ance_ir.data import iter_corpus, read_groups
+from ance_ir.data import corpus_texts, read_groups
 from ance_ir.data.atomic import atomic_write
 from ance_ir.datasets import resolve_corpus
 from bench.common import write_section
@@ -137,7 +137,7 @@ def write_samples(n: int = 10) -> None:
     if missing:
         print(f"{RUNS / 'samples.json'} left as it is: {', '.join(missing)} not here", file=sys.stderr)
         return
-    passages = {p.docid: p.text for p in iter_corpus(resolve_corpus("rag24-mini"))}
+    passages = corpus_texts(resolve_corpus("rag24-mini"))
     docids = random.Random(0).sample(sorted(passages), n)
     samples: dict[str, list[dict[str, object]]] = {}
     if (RUNS / "qgen.test.trec.gz").is_file():

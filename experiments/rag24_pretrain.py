@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ance_ir.data import iter_corpus
+from ance_ir.data import corpus_texts
 from ance_ir.datasets import resolve_corpus
 from ance_ir.eval.significance import paired_t_test
 from bench.common import write_section
@@ -325,7 +325,7 @@ def main() -> None:
         report(args.family, args.seeds, args.output)
         return
     counts = samples()
-    texts = {p.docid: p.text for p in iter_corpus(resolve_corpus("rag24-mini"))}
+    texts = corpus_texts(resolve_corpus("rag24-mini"))
     body = ["```bash", "python -m experiments.rag24_pretrain samples --output docs/pretraining-rag24.md", "```", ""]
     body += [section(source, pairs, texts) + "\n" for source, pairs in counts.items()]
     write_section(Path(args.output), "pretrain-samples", "\n".join(body))

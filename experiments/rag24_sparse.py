@@ -268,12 +268,12 @@ def judged_pairs(split: str) -> list[tuple[str, str, str]]:
 def generator_record() -> dict:
     """The generator's perplexity on judged (passage, query) pairs of train and of the held-out test topics (and the
     untrained warm start's), and ten test passages with their test query and the queries it wrote for them."""
-    from ance_ir.data.corpus import iter_corpus
+    from ance_ir.data.corpus import corpus_texts
     from ance_ir.datasets import resolve_corpus
     from ance_ir.modeling.kinds import load_model
     from ance_ir.pretrain_data.qgen import read_generated_queries
 
-    passages = {p.docid: p.text for p in iter_corpus(resolve_corpus("rag24-mini"))}
+    passages = corpus_texts(resolve_corpus("rag24-mini"))
     pairs = {split: [(passages[d], q) for _, d, q in judged_pairs(split) if d in passages]
              for split in ("train", "test")}
     trained, start = load_model(generator_trained()), load_model("bert-tiny", "generator")

@@ -12,6 +12,7 @@ from ance_ir.data import (
     Passage,
     atomic_directory,
     atomic_write,
+    corpus_texts,
     load_corpus,
     output_lock,
     read_qrels,
@@ -29,6 +30,12 @@ def test_corpus_jsonl_and_tsv_round_trip(tmp_path):
     assert load_corpus(tmp_path / "c.jsonl") == passages
     write_corpus(passages, tmp_path / "c.tsv")
     assert load_corpus(tmp_path / "c.tsv") == [Passage("a", "Title A alpha text"), Passage("b", "beta text")]
+
+
+def test_corpus_texts_are_a_passages_title_and_text_of_every_or_the_asked_docids(tmp_path):
+    write_corpus([Passage("a", "alpha text", "Title A"), Passage("b", "beta text")], tmp_path / "c.jsonl")
+    assert corpus_texts(tmp_path / "c.jsonl") == {"a": "Title A alpha text", "b": "beta text"}
+    assert corpus_texts(tmp_path / "c.jsonl", {"b", "z"}) == {"b": "beta text"}
 
 
 def test_loading_a_corpus_counts_its_passages_past_the_delay_when_asked(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,7 @@ the same tokens).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -109,6 +109,13 @@ def load_corpus(path: str | Path, show_progress: bool = False) -> list[Passage]:
     """All passages of a corpus file, in file order (a count of those read on stderr, with ``show_progress``, once
     reading takes more than ``BAR_DELAY_S``)."""
     return list(iter_corpus(path, show_progress, desc=f"read {Path(path).name}"))
+
+
+def corpus_texts(path: str | Path, docids: Collection[str] | None = None,
+                 show_progress: bool = False) -> dict[str, str]:
+    """``{docid: text}`` of a corpus's passages, of those in ``docids`` only when given (the caller checks that
+    none is missing); a count on stderr with ``show_progress``, as :func:`iter_corpus`."""
+    return {p.docid: p.text for p in iter_corpus(path, show_progress) if docids is None or p.docid in docids}
 
 
 def write_corpus(passages: Iterable[Passage], path: str | Path) -> int:

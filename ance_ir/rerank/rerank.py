@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ance_ir.data import InputError, Run, iter_corpus, min_max_scores
+from ance_ir.data import InputError, Run, corpus_texts, min_max_scores
 
 if TYPE_CHECKING:
     from ance_ir.modeling.colbert import ColBERT
@@ -58,7 +58,7 @@ def passages_for(run: Run, depth: int, corpus: str | Path, run_path: str | Path,
     """The texts of the documents within ``depth`` of ``run``, read from ``corpus`` (a count on stderr with
     ``show_progress``, past ``BAR_DELAY_S``); InputError for a missing one."""
     needed = {docid for ranking in run.values() for docid, _ in ranking[:depth]}
-    texts = {p.docid: p.text for p in iter_corpus(corpus, show_progress) if p.docid in needed}
+    texts = corpus_texts(corpus, needed, show_progress)
     for qid, ranking in run.items():
         for docid, _ in ranking[:depth]:
             if docid not in texts:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ance_ir.data import InputError, TrainingGroup, iter_corpus
+from ance_ir.data import InputError, TrainingGroup, corpus_texts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,7 +25,7 @@ def group_passages(groups: Sequence[TrainingGroup], corpus: str | Path, groups_p
     ``BAR_DELAY_S``), else the group's own (``title``, ``text``: pretraining pairs carry new texts under new ids, as
     ``data.source: groups`` reads them); InputError naming the groups file for a passage with neither."""
     needed = {p.docid for g in groups for p in (*g.positives, *g.negatives)}
-    texts = {p.docid: p.text for p in iter_corpus(corpus, show_progress) if p.docid in needed}
+    texts = corpus_texts(corpus, needed, show_progress)
     for group in groups:
         for passage in (*group.positives, *group.negatives):
             if passage.docid in texts:
