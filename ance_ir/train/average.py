@@ -123,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     check_new_folder(args.output, args.force)
     check_apart(args.output, [], models=args.models)
     load_cli_plugins(args.imports)
-    model = average_models(args.models, args.weights, args.kind)
-    save_average(model, args.output, args.models, weight_shares(args.weights, len(args.models)))
+    shares = weight_shares(args.weights, len(args.models))
+    model = average_models(args.models, shares, args.kind)
+    save_average(model, args.output, args.models, shares)
     print(f"wrote {args.output}: a {model.kind} model averaging {len(args.models)} models", file=sys.stderr)
     return 0
 
