@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import assert_refused, interrupt_at_call, run_here, run_main
+from conftest import assert_refused, assert_same_run, interrupt_at_call, run_here, run_main
 
 from ance_ir.data import read_run, read_topics_tsv
 from ance_ir.search.__main__ import main as search_main
@@ -38,8 +38,8 @@ def test_a_search_of_more_than_one_batch_shows_a_bar_unless_quiet(toy_dense_inde
     assert search_main([*args, "--output", str(tmp_path / "one.trec")]) == 0  # 3 queries, one batch: no bar
     assert "search:" not in capsys.readouterr().err
     assert search_main([*args, "--output", str(tmp_path / "three.trec"), "--batch-size", "1"]) == 0
-    assert "search: 100%" in capsys.readouterr().err and read_run(tmp_path / "three.trec") == read_run(
-        tmp_path / "one.trec")
+    assert "search: 100%" in capsys.readouterr().err
+    assert_same_run(read_run(tmp_path / "three.trec"), read_run(tmp_path / "one.trec"))
     assert search_main([*args, "--output", str(tmp_path / "quiet.trec"), "--batch-size", "1", "--quiet"]) == 0
     assert "search:" not in capsys.readouterr().err
 

@@ -81,11 +81,11 @@ def finished_shard(folder: Path, shard: Shard, corpus: Path, encoder_name: str, 
     """Whether ``folder`` holds this very shard (same corpus, encoder and its weights, settings, precision, batch and
     chunk sizes and kind of device: at bf16 or int8 a passage's vector depends on its batch-mates) from an earlier
     attempt. The corpus and the weights are hashed only when everything else matches."""
+    from ance_ir.index.records import index_record
     from ance_ir.modeling.inference import model_precision, weights_sha256
 
-    try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    meta = index_record(folder)
+    if meta is None:
         return False
     recorded = meta.get("shard") or {}
     encoded = {"index": shard.index, "count": shard.count, "batch_size": batch_size, "chunk_size": chunk_size,
@@ -153,12 +153,12 @@ def _raise_first(launch: Launch, messages: list[str | None]) -> None:
 def merge_shards(output: Path, launch: Launch, index_type: str, show_progress: bool = False) -> DenseIndex:
     """Merge the ranks' shards into ``output`` with a one-process run's ``meta.json`` (a bar with
     ``show_progress``); drop the shards."""
-    from ance_ir.index import load_dense_index, merge_indexes
+    from ance_ir.index import META_FILE, load_dense_index, merge_indexes
 
     folder = shards_folder(output)
     merge_indexes([shard_output(output, Shard(r, launch.world_size)) for r in range(launch.world_size)],
                   output, index_type, show_progress)
-    meta_path = output / "meta.json"
+    meta_path = output / META_FILE
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta.pop("merged_from", None)
     meta["shard"] = None

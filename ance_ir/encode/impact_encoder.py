@@ -19,11 +19,11 @@ from ance_ir.encode.corpus_encoder import count_passages, encode_job
 from ance_ir.index.impact import (
     COLLECTION,
     LUCENE,
-    META,
     check_vector_collection,
     folder_bytes,
     vector_line,
 )
+from ance_ir.index.records import META_FILE
 from ance_ir.modeling.inference import nested_progress
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 
@@ -80,7 +80,7 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
                     "index": "impact", "passages": documents, "postings": postings,
                     "postings_per_passage": postings / max(documents, 1),
                     "lucene_bytes": folder_bytes(tmp / LUCENE)}
-            (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(work)
     return meta
 

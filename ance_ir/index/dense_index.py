@@ -25,9 +25,9 @@ import numpy as np
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_json_object, read_text
 from ance_ir.index.faiss_index import build_index, describe_index, faiss_gpu, to_gpu
-from ance_ir.index.records import check_model_record
+from ance_ir.index.records import META_FILE, check_model_record
 
-INDEX_FILE, DOCID_FILE, META_FILE, VECTORS_FILE = "index", "docid", "meta.json", "vectors.npy"
+INDEX_FILE, DOCID_FILE, VECTORS_FILE = "index", "docid", "vectors.npy"
 # meta.json fields that merged indexes must agree on (a merged index inherits them and "corpus")
 SHARED_META = ("encoder", "weights_sha256", "kind", "encoder_config", "pooling", "normalize", "corpus_sha256",
                "vectors_per_passage", "precision")

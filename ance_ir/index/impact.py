@@ -16,9 +16,8 @@ from typing import Any
 
 from ance_ir.data import InputError
 from ance_ir.data.lines import decode_line
-from ance_ir.index.records import check_model_record
+from ance_ir.index.records import META_FILE, check_model_record, index_record
 
-META = "meta.json"
 COLLECTION = "collection"
 LUCENE = "lucene"
 
@@ -63,26 +62,17 @@ def check_vector_collection(files: Iterable[Path]) -> tuple[int, int]:
 
 def is_impact_index(folder: str | Path) -> bool:
     """Whether ``folder`` is an impact index written by ``python -m ance_ir.encode``."""
-    meta = Path(folder) / META
-    if not meta.is_file():
-        return False
-    try:
-        record = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return isinstance(record, dict) and record.get("index") == "impact"
+    record = index_record(folder)
+    return record is not None and record.get("index") == "impact"
 
 
 def read_meta(folder: str | Path) -> dict[str, Any]:
     """An impact index's ``meta.json``; :class:`InputError` for a folder that is not one."""
-    path = Path(folder) / META
+    path = Path(folder) / META_FILE
     if not Path(folder).is_dir():
         raise InputError(folder, "no such impact index folder")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not an impact index record ({e})") from None
-    if not isinstance(meta, dict) or meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
+    meta = index_record(folder)
+    if meta is None or meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
         raise InputError(folder, "not an impact index (meta.json index 'impact' and a lucene/ folder)")
     missing = [key for key in ("encoder", "kind", "encoder_config") if key not in meta]
     if missing:

@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.data import InputError, sha256_file
+from ance_ir.data.lines import read_json_object
+
+META_FILE = "meta.json"  # an index folder's record: its model, corpus and settings
 
 #: each recorded field, the type it must have, and how an error names it
 MODEL_FIELDS = (("encoder", str, "a string"), ("kind", str, "a string"),
@@ -20,10 +23,19 @@ def check_model_record(path: str | Path, meta: dict[str, Any]) -> None:
             raise InputError(path, f"{key} must be {what}, got {meta[key]!r}")
 
 
+def index_record(folder: str | Path) -> dict[str, Any] | None:
+    """A folder's ``meta.json``, or None where it has none that reads as a JSON object (what tells index kinds
+    apart; loading an index reports what is wrong with its record)."""
+    try:
+        return read_json_object(Path(folder) / META_FILE)
+    except (InputError, OSError):
+        return None
+
+
 def index_identity(folder: Path) -> dict[str, Any]:
     """What tells an index folder encoded again in place from the one it was: its ``meta.json``'s sha256, or for a
     folder without one (a Pyserini-built dense index) its files' sizes and modification times."""
-    meta = folder / "meta.json"
+    meta = folder / META_FILE
     if meta.is_file():
         return {"index_meta_sha256": sha256_file(meta)}
     return {"index_files": {p.name: [p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.iterdir())

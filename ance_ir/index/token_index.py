@@ -35,8 +35,8 @@ import torch
 from ance_ir.data import InputError, atomic_directory
 from ance_ir.data.lines import read_text
 from ance_ir.data.resume import slow_bar
-from ance_ir.index.dense_index import DOCID_FILE, META_FILE, check_docid, check_docid_lines, load_array
-from ance_ir.index.records import check_model_record
+from ance_ir.index.dense_index import DOCID_FILE, check_docid, check_docid_lines, load_array
+from ance_ir.index.records import META_FILE, check_model_record, index_record
 
 INDEX_TYPE = "tokens"
 DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE = "doclens.npy", "centroids.npy", "codes.npy"
@@ -192,13 +192,8 @@ def _save_blocks(path: Path, array: np.ndarray, dtype: type) -> None:
 
 def is_token_index(folder: str | Path) -> bool:
     """Whether ``folder`` is a token index (its ``meta.json`` says ``index_type: tokens``)."""
-    path = Path(folder) / META_FILE
-    if not path.is_file():
-        return False
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("index_type") == INDEX_TYPE
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        return False
+    record = index_record(folder)
+    return record is not None and record.get("index_type") == INDEX_TYPE
 
 
 def load_token_index(folder: str | Path) -> TokenIndex:
@@ -207,9 +202,9 @@ def load_token_index(folder: str | Path) -> TokenIndex:
     meta_path = folder / META_FILE
     if not folder.is_dir():
         raise InputError(folder, "no such token index folder")
-    if not is_token_index(folder):
+    meta = index_record(folder)
+    if meta is None or meta.get("index_type") != INDEX_TYPE:
         raise InputError(meta_path, "not a token index (no meta.json with index_type: tokens)")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     check_model_record(meta_path, meta)
     compressed = meta.get("compression") is not None
     needed = (DOCID_FILE, DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE, RESIDUALS_FILE if compressed else VECTORS_FILE)
