@@ -11,6 +11,7 @@ import contextlib
 import copy
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -158,7 +159,13 @@ def error_message(error: BaseException) -> str:
     """The text after ``error:`` for one of :data:`CLI_ERRORS`: ``FILE: reason`` for an OSError naming a file."""
     if isinstance(error, OSError) and error.filename is not None:
         return f"{error.filename}: {error.strerror or error}"
-    return str(error.args[0] if isinstance(error, KeyError) and error.args else error)
+    return one_line(str(error.args[0] if isinstance(error, KeyError) and error.args else error))
+
+
+def one_line(message: str) -> str:
+    """``message`` with its line breaks (and the indentation after them) as single spaces: a library's error
+    spread over lines still makes one ``error:`` line."""
+    return re.sub(r"\s*\n\s*", " ", message.strip())
 
 
 def check_output(path: str | Path, *, folder: bool = False) -> Path:
@@ -301,6 +308,6 @@ def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | No
         if debug:
             traceback.print_exc()
         hint = "" if debug else " (an unexpected error: --debug shows the traceback)"
-        print(f"error: {type(e).__name__}: {e}{hint}", file=sys.stderr)
+        print(f"error: {type(e).__name__}: {one_line(str(e))}{hint}", file=sys.stderr)
         sys.exit(1)
     sys.exit(code or 0)

@@ -115,6 +115,9 @@ def test_qrels(tmp_path):
     (tmp_path / "underscore.txt").write_text("q1 0 d1 1_0\n")  # int() would read 10
     with pytest.raises(InputError, match=r"underscore.txt:1: relevance '1_0' is not an integer"):
         read_qrels(tmp_path / "underscore.txt")
+    (tmp_path / "huge.txt").write_text("q1 0 d1 -1000\nq1 0 d2 99999999999999999999\n")  # pytrec_eval crashes
+    with pytest.raises(InputError, match=r"huge.txt:2: relevance 99999999999999999999 is out of range"):
+        read_qrels(tmp_path / "huge.txt")
     (tmp_path / "beir.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t\t1\n")
     with pytest.raises(InputError, match=r"beir.tsv:2: empty docid"):
         read_qrels(tmp_path / "beir.tsv")

@@ -11,6 +11,7 @@ class InputError(ValueError):
     def __init__(self, path: str | Path, message: str, line: int | None = None):
         self.path = str(path)
         self.line = line
+        self.reason = message
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
 

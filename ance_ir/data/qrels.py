@@ -31,8 +31,13 @@ def _is_beir_header(path: str | Path, lineno: int, line: str) -> bool:
     return False
 
 
+#: the largest grade read (either sign): pytrec_eval took over a minute for 100 queries at 100,000, crashes at 2^31
+MAX_GRADE = 1000
+
+
 def read_qrels(path: str | Path) -> Qrels:
-    """Read TREC or BEIR qrels; a repeated (qid, docid) pair or a non-integer grade is an error."""
+    """Read TREC or BEIR qrels; a repeated (qid, docid) pair, a non-integer grade or one beyond ``MAX_GRADE`` is an
+    error."""
     qrels: Qrels = {}
     beir: bool | None = None
     for lineno, line in iter_lines(path):
@@ -52,6 +57,9 @@ def read_qrels(path: str | Path) -> Qrels:
             grade = int(rel)
         except ValueError:
             raise InputError(path, f"relevance {rel!r} is not an integer", lineno) from None
+        if abs(grade) > MAX_GRADE:
+            raise InputError(path, f"relevance {grade} is out of range (-{MAX_GRADE} to {MAX_GRADE}: trec_eval's "
+                                   "work grows with the largest grade)", lineno)
         judged = qrels.setdefault(qid, {})
         if docid in judged:
             raise InputError(path, f"duplicate judgment for query {qid!r}, document {docid!r}", lineno)

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from ance_ir.data.atomic import atomic_write, remove_stale_temporaries
 from ance_ir.data.errors import InputError
+from ance_ir.data.lines import read_json_object
 
 JOB_FILE = "job.json"
 #: seconds before the bar of a step that is often quick (building an index) shows: a quick step, or an input
@@ -134,9 +135,10 @@ def _check_job(work: Path, job: dict[str, Any], what: str) -> None:
     differs from its record."""
     path = work / JOB_FILE
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(path, f"unreadable resume record ({e}); delete {work} to start over") from None
+        recorded = read_json_object(path)
+    except (InputError, OSError) as e:
+        reason = e.reason if isinstance(e, InputError) else e.strerror or e
+        raise InputError(path, f"unreadable resume record ({reason}); delete {work} to start over") from None
     for key, value in job.items():  # a key the record lacks was not recorded then (an older version): not checked
         if key != "corpus" and key in recorded and recorded[key] != value:
             raise InputError(work, f"holds an unfinished {what} with a different {key} ({recorded.get(key)!r}, "
@@ -158,8 +160,8 @@ def recorded_job(work: Path) -> dict[str, Any] | None:
     """The settings the chunks kept in ``work`` record (``job.json``); None when there are none or they cannot be
     read."""
     try:
-        return json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return read_json_object(work / JOB_FILE)
+    except (InputError, OSError):
         return None
 
 

@@ -83,9 +83,8 @@ def _derive(args: argparse.Namespace) -> None:
 
 
 def _split(args: argparse.Namespace) -> None:
-    from transformers import AutoTokenizer
-
     from ance_ir.documents.passages import split_documents
+    from ance_ir.modeling.encoder import load_tokenizer
     from ance_ir.modeling.resolve import check_loadable, resolve_model_path
 
     check_output(args.output)
@@ -93,7 +92,7 @@ def _split(args: argparse.Namespace) -> None:
     check_apart(args.output, [corpus])
     model = resolve_model_path(args.tokenizer)
     check_loadable(model)
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer = load_tokenizer(model)
     positions, special = _positions(model, tokenizer), tokenizer.num_special_tokens_to_add()
     if args.length > positions - special:
         raise ValueError(f"--length: at most the model's {positions} positions less its {special} special tokens, "

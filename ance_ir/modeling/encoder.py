@@ -58,10 +58,20 @@ def load_backbone(path: str | Path) -> PreTrainedModel:
             return AutoModel.from_pretrained(path, dtype=torch.float32)
 
 
+#: files of which a saved tokenizer has at least one (fast, its config, BERT's, BPE's vocabulary; or a *.model)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json")
+
+
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     """``path``'s tokenizer, padding on the right whatever its saved config says: the models here give their
     backbone no position ids and read the first tokens' states at position 0, so a batch padded on the left would
-    shift every text shorter than the longest."""
+    shift every text shorter than the longest. InputError for a folder without tokenizer files, which transformers
+    would stand in for with an empty vocabulary (every word [UNK])."""
+    folder = Path(path)
+    if folder.is_dir() and not (any((folder / name).is_file() for name in TOKENIZER_FILES)
+                                or any(folder.glob("*.model"))):
+        raise InputError(folder, f"holds no tokenizer (none of {', '.join(TOKENIZER_FILES)} or a *.model); save "
+                                 "the model's tokenizer beside it")
     return AutoTokenizer.from_pretrained(path, padding_side="right")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +112,7 @@ def load_panels(path: str | Path) -> list[Panel]:
         return panels
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
         raise InputError(path, f"not a vectors file of python -m ance_ir.plot.tsne --save-vectors ({e})") from None
 
 

@@ -135,6 +135,17 @@ CASES = {
     "bm25-index-threads-0": Case("bm25", "index --corpus {W}/corpus.jsonl --output {T}/ix --threads 0", "",
                                  "argument --threads: expected a positive integer"),
     # bm25 search
+    "bm25-search-resume-record-not-an-object": Case(
+        "bm25", BM25_SEARCH, "{T}/run.trec.partial/job.json", "unreadable resume record (expected a JSON object)",
+        {"run.trec.partial": None, "run.trec.partial/job.json": "null\n"}),
+    "eval-qrels-grade-beyond-trec-eval": Case("eval", "--qrels {T}/q.txt --run {W}/run.trec", "{T}/q.txt:2",
+                                              "relevance 99999999999999999999 is out of range",
+                                              {"q.txt": "q1 0 d1 1\nq1 0 d2 99999999999999999999\n"}),
+    "plot-tsne-vectors-not-a-zip": Case("plot.tsne", "--vectors {T}/v.npz --output {T}/f.png", "{T}/v.npz",
+                                        "not a vectors file", {"v.npz": b"PK\x03\x04garbage"}),
+    "encode-model-without-tokenizer": Case(
+        "encode", "--corpus {W}/corpus.jsonl --encoder {T}/m --output {T}/index", "{T}/m", "holds no tokenizer",
+        {"m": None, "m/config.json": BROKEN_WEIGHTS["model/config.json"]}),
     "bm25-search-hits-0": Case("bm25", BM25_SEARCH + " --hits 0", "", "argument --hits: expected a positive integer"),
     "bm25-search-hits-negative": Case("bm25", BM25_SEARCH + " --hits -5", "", "argument --hits"),
     "bm25-search-k1-nan": Case("bm25", BM25_SEARCH + " --k1 nan", "", "argument --k1: expected a finite number"),
@@ -822,6 +833,20 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(world, cap
     err = capfd.readouterr().err.strip().splitlines()
     assert done.value.code == 2 and err[0] == "Traceback (most recent call last):"
     assert err[-1] == f"error: {FILES / 'qrels_grade.txt'}:2: relevance 'high' is not an integer"
+
+
+def test_an_error_a_library_spreads_over_lines_is_one_line(capfd):
+    message = "Couldn't instantiate the backend tokenizer from one of:\n  (1) a `tokenizers` file\n  (2) a slow one\n"
+    for error, code, prefix in ((ValueError, 2, "error: "), (SystemError, 1, "error: SystemError: ")):
+        def failing(argv, error=error):
+            raise error(message)
+
+        with pytest.raises(SystemExit) as done:
+            run_cli(failing, [])
+        err = capfd.readouterr().err
+        assert done.value.code == code and len(err.strip().splitlines()) == 1
+        assert err.startswith(f"{prefix}Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` "
+                              "file (2) a slow one")
 
 
 def test_bm25_search_prints_no_jvm_warning_unless_verbose(world, tmp_path):
