@@ -55,10 +55,11 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 
 def read_text(path: str | Path) -> str:
-    """A whole (small) file as UTF-8 text; InputError naming the file and the line of a byte that is not UTF-8."""
+    """A whole (small) file as UTF-8 text, less a leading byte order mark; InputError naming the file and the line
+    of a byte that is not UTF-8."""
     raw = Path(path).read_bytes()
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as e:
         raise not_utf8(path, e, raw.count(b"\n", 0, e.start) + 1, e.start - raw.rfind(b"\n", 0, e.start)) from None
 

@@ -182,11 +182,16 @@ def _run_stages(args: argparse.Namespace, out: Path, start: str) -> None:
                                      "--depth", str(args.depth), "--output", str(mined), *quiet, *runs_on], timings)
     stage("label", scored, rerank, ["--groups", str(mined), "--corpus", args.corpus, "--model",
                                     args.cross_encoder, "--output", str(scored), *quiet, *runs_on], timings)
-    steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
-    stage("train", model / "final", train, ["--config", args.train_config, "--model", start, "--corpus",
-                                            args.corpus, "--groups", str(scored), "--seed", str(args.seed),
-                                            "--set", f"negatives.depth={args.depth}", "--output", str(model),
-                                            *steps, *quiet, *runs_on], timings)
+    stage("train", model / "final", train, _train_argv(args, start, scored, model), timings)
+
+
+def _train_argv(args: argparse.Namespace, start: str, groups: Path, model: Path) -> list[str]:
+    """The training stage's command line: ``--train-config`` with the pipeline's model, data and settings."""
+    return ["--config", args.train_config, "--model", start, "--corpus", args.corpus, "--groups", str(groups),
+            "--seed", str(args.seed), "--set", f"negatives.depth={args.depth}", "--output", str(model),
+            *(["--max-steps", str(args.max_steps)] if args.max_steps else []), *(["--quiet"] if args.quiet else []),
+            *(["--device", args.device] if args.device else []),
+            *(["--threads", str(args.threads)] if args.threads else [])]
 
 
 def _check_inputs(args: argparse.Namespace, start: str) -> None:
@@ -194,6 +199,7 @@ def _check_inputs(args: argparse.Namespace, start: str) -> None:
     from ance_ir.datasets import resolve_corpus
     from ance_ir.modeling.kinds import saved_kind
     from ance_ir.modeling.resolve import check_loadable, resolve_model_path
+    from ance_ir.train.arguments import parse_args
 
     resolve_corpus(args.corpus)
     if not Path(args.train_config).is_file():
@@ -205,6 +211,7 @@ def _check_inputs(args: argparse.Namespace, start: str) -> None:
         recorded = saved_kind(path) if Path(path).is_dir() else None
         if recorded not in (None, kind):
             raise ValueError(f"{flag}: {name} is a {recorded!r} model, expected a {kind!r} model")
+    parse_args(_train_argv(args, start, Path(args.output) / "scored.jsonl.gz", Path(args.output) / "model"))
 
 
 def _index_encoder(index: str) -> str | None:

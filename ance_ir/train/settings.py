@@ -296,6 +296,8 @@ class RunSection(Section):
             raise ConfigError("output", "is required")
         self._at_least(1, "threads", "stop_at", "log_every")
         self._at_least(0, "save_every", "keep_checkpoints")
+        if not 0 <= self.seed < 2 ** 32:
+            raise ConfigError("seed", f"must be from 0 to 2**32 - 1 (numpy's seeds), got {self.seed}")
 
 
 SECTIONS: dict[str, type[Section]] = {"model": ModelSection, "data": DataSection, "task": TaskSection,

@@ -375,6 +375,8 @@ CASES = {
     "train-qrels-of-another-corpus": Case("train", "--config {T}/c.yaml --train-qrels {T}/o.qrels", "",
                                           "none of the 2 passages {T}/o.qrels judges >= 1 for a topic",
                                           {"c.yaml": TRAIN_YAML, "o.qrels": "q1 0 x1 1\nq2 0 x2 1\n"}),
+    "train-seed-negative": Case("train", "--config {T}/c.yaml --seed -1", "", "seed: must be from 0 to 2**32 - 1",
+                                {"c.yaml": TRAIN_YAML}),
     "train-batch-size-0": Case("train", "--config {T}/c.yaml --batch-size 0", "", "batch_size: must be at least 1",
                                {"c.yaml": TRAIN_YAML}),
     "train-output-is-a-file": Case("train", "--config {T}/c.yaml", "{T}/run", "exists and is not a folder",
@@ -527,6 +529,9 @@ CASES = {
     "gpl-missing-cross-encoder": Case("gpl", GPL.replace("{W}/ce", "{T}/ce"), "", "model directory"),
     "gpl-model-of-another-kind": Case("gpl", GPL + " --model {W}/ce", "",
                                       "--model: {W}/ce is a 'cross-encoder' model, expected a 'dense' model"),
+    "gpl-train-config-unknown-setting": Case("gpl", GPL + " --train-config {T}/t.yaml", "{T}/t.yaml:1",
+                                             "bogus_key: unknown setting", {"t.yaml": "bogus_key: 1\n"}),
+    "gpl-negative-seed": Case("gpl", GPL + " --seed -1", "", "seed: must be from 0 to 2**32 - 1"),
     "gpl-missing-train-config": Case("gpl", GPL + " --train-config {T}/nope.yaml", "{T}/nope.yaml",
                                      "no such training config file"),
     "gpl-output-is-a-file": Case("gpl", GPL, "{T}/gpl", "exists and is not a folder", {"gpl": "a file"}),
@@ -754,8 +759,10 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(name, world, tmp_path,
 
 def _read_all(kind: str, path: Path):
     from ance_ir.data import load_corpus, read_qrels, read_run, read_topics
+    from ance_ir.train.arguments import read_config_file
 
-    return {"corpus": load_corpus, "topics": read_topics, "qrels": read_qrels, "run": read_run}[kind](path)
+    return {"corpus": load_corpus, "topics": read_topics, "qrels": read_qrels, "run": read_run,
+            "config": lambda p: read_config_file(p)[0]}[kind](path)
 
 
 @pytest.mark.parametrize(("kind", "text", "expected"), [
@@ -763,6 +770,7 @@ def _read_all(kind: str, path: Path):
     ("topics", "q1\tcat\n", "q1"),
     ("qrels", "q1 0 d1 1\n", "q1"),
     ("run", "q1 Q0 d1 1 2.0 r\n", "q1"),
+    ("config", "seed: 3\n", "seed"),
 ])
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_id(tmp_path, kind, text, expected):
     path = tmp_path / f"{kind}.txt"
