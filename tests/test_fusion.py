@@ -113,6 +113,17 @@ def test_a_list_of_one_score_normalises_as_pyserini_normalize_does():
     assert interpolate(runs[0], runs[1], 0.5, 0.5, normalize=True)["q1"] == [("x", 0.5), ("y", 0.5), ("z", 0.4375)]
 
 
+def test_normalising_scores_near_the_float_limits_keeps_every_document():
+    """max - min of 1e308 and -1e308 overflows to inf, which made the top document's score NaN (and dropped it)."""
+    from ance_ir.data import min_max_scores
+
+    huge = {"q1": [("d1", 1e308), ("d2", -1e308)]}
+    small = {"q1": [("d1", 2.0), ("d3", 1.0)]}
+    assert interpolate(small, huge, 1.0, 1.0, normalize=True)["q1"] == [("d1", 2.0), ("d2", 0.0), ("d3", 0.0)]
+    assert min_max_scores(huge) == {"q1": {"d1": 1.0, "d2": 0.0}}
+    assert average([huge, small], depth=None, k=None, normalize=True)["q1"][0] == ("d1", 1.0)
+
+
 def test_rrf_by_hand():
     a = {"q": [("x", 9.0), ("y", 8.0), ("z", 7.0)]}
     b = {"q": [("z", 3.0), ("x", 2.0)]}

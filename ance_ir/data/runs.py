@@ -267,5 +267,6 @@ def min_max_scores(run: Run, depth: int | None = None) -> dict[str, dict[str, fl
         if not hits:
             continue
         low, high = min(s for _, s in hits), max(s for _, s in hits)
-        out[qid] = {docid: (s - low) / (high - low) if high > low else 1.0 for docid, s in hits}
+        # halves: exact, and no overflow for scores near the float64 limits
+        out[qid] = {docid: (s / 2 - low / 2) / (high / 2 - low / 2) if high > low else 1.0 for docid, s in hits}
     return out

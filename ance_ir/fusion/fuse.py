@@ -99,13 +99,13 @@ def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], dept
         if len(head):
             listed = pairs.query[rows[starts[:-1]]]
             fill[listed] = np.minimum.reduceat(head.scores, starts[:-1])
-            if normalize:
-                span[listed] = np.maximum.reduceat(head.scores, starts[:-1]) - fill[listed]
+            if normalize:  # halves throughout: exact, and no overflow for scores near the float64 limits
+                span[listed] = np.maximum.reduceat(head.scores, starts[:-1]) / 2 - fill[listed] / 2
         side = fill[pairs.query]
         side[rows] = head.scores
         if normalize:
             flat = (span == 0)[pairs.query]  # the pairs of queries whose list has one score
-            side = np.where(flat, 0.0, (side - fill[pairs.query]) / np.where(span > 0, span, 1.0)[pairs.query])
+            side = np.where(flat, 0.0, (side / 2 - fill[pairs.query] / 2) / np.where(span > 0, span, 1.0)[pairs.query])
             side[rows[flat[rows]]] = 1.0
         fused = weight * side if fused is None else fused + weight * side  # as w1 * s1 + w2 * s2 sums (-0.0 kept)
     return pairs.ranked(fused if fused is not None else np.zeros(pairs.count), k)
