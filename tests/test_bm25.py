@@ -74,6 +74,15 @@ def test_cli_prints_the_runs_metrics_with_qrels(toy_index, toy_collection, tmp_p
         capsys.readouterr().err
 
 
+def test_the_cli_says_how_many_queries_found_nothing(toy_index, tmp_path, capsys):
+    topics = tmp_path / "t.tsv"
+    topics.write_text("q1\tthe of a\nq2\tzzzunseen\nq3\tbread\n")  # stopwords; a word of no passage
+    assert bm25_main(["search", "--index", str(toy_index), "--topics", str(topics),
+                      "--output", str(tmp_path / "r.trec")]) == 0
+    assert f"wrote {tmp_path / 'r.trec'}: 3 queries, 2 of them without a hit" in capsys.readouterr().err
+    assert set(read_run(tmp_path / "r.trec")) == {"q3"}
+
+
 def test_bad_corpus_fails_cleanly_without_index(tmp_path):
     corpus = tmp_path / "bad.jsonl"
     corpus.write_text(json.dumps({"id": "a", "contents": "x"}) + "\n{broken\n")

@@ -92,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     run = write_searched_run(lambda queries, hits: searcher.search(
         queries, hits=hits, threads=args.threads, progress=not args.quiet and len(topics) <= QUERY_CHUNK),
         topics, args.hits, args.output, args.run_tag, settings, show_progress=not args.quiet)
-    print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics
 

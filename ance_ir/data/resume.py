@@ -181,6 +181,8 @@ def restart_changed_work(work: Path, job: dict[str, Any], dropped: str) -> None:
 def open_work(outputs: Sequence[Path], work: Path, job: dict[str, Any], what: str = "job") -> None:
     """Before a run starts or resumes: refuse an unfinished ``what`` in ``work`` whose settings differ from ``job``
     (touching nothing), then remove the temporaries a killed run left beside ``outputs`` and in ``work``."""
+    if work.exists() and not work.is_dir():
+        raise InputError(work, f"is a file where the {what}'s resume folder goes; move it away")
     if work.is_dir():
         _check_job(work, job, what)
     _remove_stale(outputs, work)

@@ -328,6 +328,12 @@ def merge_indexes(shard_folders: Sequence[str | Path], output: str | Path, index
             if shard.meta.get(key) != first.meta.get(key):
                 raise InputError(shard.folder / META_FILE, f"{key} {shard.meta.get(key)!r} differs from "
                                                            f"{first.folder}'s {first.meta.get(key)!r}")
+    holder: dict[str, int] = {}
+    for number, shard in enumerate(shards):  # before any work: the merged index could not hold a passage twice
+        for docid in shard.docids[::shard.vectors_per_passage]:
+            if holder.setdefault(docid, number) != number:
+                raise InputError(shard.folder / DOCID_FILE, f"docid {docid!r} is also in the merged "
+                                                            f"{shards[holder[docid]].folder}")
     types = sorted({describe_index(s.index)[0] for s in shards})
     if index_type is None:
         if len(types) > 1:

@@ -63,9 +63,13 @@ def resolve_device(name: str | None, local_rank: int | None = None) -> torch.dev
     """The device ``name`` names (a ``--device`` flag, a config's ``device``): cuda when torch sees a GPU and none is
     named, else the CPU; with ``local_rank`` (a torchrun process's), plain cuda is that process's own GPU.
 
-    Raises ValueError for a CUDA device where torch sees no GPU, so a command fails before it reads anything.
+    Raises ValueError for a name torch does not read as a device, or a CUDA device where torch sees no GPU, so a
+    command fails before it reads anything.
     """
-    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except RuntimeError:
+        raise ValueError(f"device {name!r}: not a device name (cpu, cuda or cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device}: torch sees no CUDA GPU")
     if device.type == "cuda" and device.index is None and local_rank is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,8 @@ def write_searched_run(search: Callable[[dict[str, str], int], Ranking], queries
     """``search`` of ``queries`` at ``hits`` written as the TREC run ``output`` (run tag ``tag``), searched in chunks
     kept in ``OUTPUT.partial`` until the run is written, so that an interrupted search resumes (refused when
     ``settings``, what decides the run, changed; a failure other than an interrupt drops the chunks). Holds the
-    output's lock: one writer, and the temporaries and chunks of a killed run are its own."""
+    output's lock: one writer, and the temporaries and chunks of a killed run are its own. Says on stderr what it
+    wrote, and how many queries found nothing (a TREC run has no line for them)."""
     from ance_ir.data import output_lock, write_run
 
     with output_lock(output):
@@ -71,6 +73,9 @@ def write_searched_run(search: Callable[[dict[str, str], int], Ranking], queries
             raise
         write_run(run, output, tag=tag)
         shutil.rmtree(kept.work, ignore_errors=True)
+    empty = sum(not ranking for ranking in run.values())
+    print(f"wrote {output}: {len(run)} queries" + (f", {empty} of them without a hit" if empty else ""),
+          file=sys.stderr)
     return run
 
 

@@ -69,7 +69,7 @@ class PretrainSource(DataSource):
         """ConfigError on ``data.KEY`` for an option outside its range in :attr:`limits`."""
         for key, (low, high) in cls.limits.items():
             value = config.data.options[key]
-            if (low is not None and value < low) or (high is not None and value > high):
+            if not ((low is None or value >= low) and (high is None or value <= high)):  # NaN is neither
                 bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
                 raise ConfigError(f"data.{key}", f"must be {bounds}, got {value!r}")
 

@@ -139,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     run = write_searched_run(search, topics, args.hits, args.output, args.run_tag,
                              {**NOT_HYBRID, **record, "device": device.type, "batch_size": args.batch_size},
                              show_progress=not args.quiet)
-    print(f"wrote {args.output}: {len(run)} queries", file=sys.stderr)
     if qrels:
         from ance_ir.eval import print_run_metrics
 

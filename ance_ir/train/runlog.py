@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.data import InputError, atomic_write
-from ance_ir.data.lines import json_object
+from ance_ir.data.lines import json_object, read_text
 
 
 class RunLog:
@@ -48,7 +48,7 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such training log")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -146,6 +146,12 @@ CASES = {
     "encode-model-without-tokenizer": Case(
         "encode", "--corpus {W}/corpus.jsonl --encoder {T}/m --output {T}/index", "{T}/m", "holds no tokenizer",
         {"m": None, "m/config.json": BROKEN_WEIGHTS["model/config.json"]}),
+    "bm25-search-resume-folder-is-a-file": Case("bm25", BM25_SEARCH, "{T}/run.trec.partial",
+                                                "is a file where the retrieval's resume folder goes",
+                                                {"run.trec.partial": "junk"}),
+    "search-unknown-device": Case("search", SEARCH + " --device bogus", "", "device 'bogus': not a device name"),
+    "train-unknown-device": Case("train", "--config {T}/c.yaml --device gpu0", "", "device 'gpu0': not a device name",
+                                 {"c.yaml": TRAIN_YAML}),
     "bm25-search-hits-0": Case("bm25", BM25_SEARCH + " --hits 0", "", "argument --hits: expected a positive integer"),
     "bm25-search-hits-negative": Case("bm25", BM25_SEARCH + " --hits -5", "", "argument --hits"),
     "bm25-search-k1-nan": Case("bm25", BM25_SEARCH + " --k1 nan", "", "argument --k1: expected a finite number"),
@@ -171,6 +177,8 @@ CASES = {
     "bm25-search-output-is-a-folder": Case("bm25", BM25_SEARCH.replace("{T}/run.trec", "{T}/out"), "{T}/out",
                                            "is a folder", {"out": None}),
     # encode
+    "encode-merge-an-index-twice": Case("encode", "merge --inputs {W}/dense {W}/dense --output {T}/m",
+                                        "{W}/dense/docid", "docid 'd1' is also in the merged {W}/dense"),
     "encode-merge-output-exists": Case("encode", "merge --inputs {W}/dense --output {T}/m", "",
                                        "{T}/m already exists; pass --force to replace it", {"m": None}),
     "encode-centroids-for-a-dense-model": Case("encode", ENCODE + " --centroids 8", "",
@@ -578,12 +586,16 @@ CASES = {
                                                    "need min_span <= max_span <= window, got 2, 5 and 3"),
     "pretrain-data-ict-keep-above-1": Case("pretrain_data", PRETRAIN + " --option keep=1.5", "",
                                            "data.keep: must be between 0 and 1, got 1.5"),
+    "pretrain-data-ict-keep-nan": Case("pretrain_data", PRETRAIN + " --option keep=.nan", "",
+                                       "data.keep: must be between 0 and 1, got nan"),
     "pretrain-data-simcse-negative-words": Case("pretrain_data", PRETRAIN.replace("ict", "simcse") +
                                                 " --option max_words=-1", "", "data.max_words: must be at least 0"),
     # plot
     "plot-missing-run": Case("plot", "{T}/nope", "{T}/nope/log.jsonl", "no such training log"),
     "plot-malformed-log": Case("plot", "{T}/run", "{T}/run/log.jsonl:1", "malformed JSON",
                                {"run": None, "run/log.jsonl": "{bad\n"}),
+    "plot-log-not-utf8": Case("plot", "{T}/run", "{T}/run/log.jsonl:2", "not UTF-8",
+                              {"run": None, "run/log.jsonl": b'{"step": 1}\n{"step": 2, "x": "\xff"}\n'}),
     "plot-several-runs-without-output": Case("plot", "{T}/a {T}/b", "", "--output is needed"),
     # plot.tsne, plot.scores, plot.overlap
     "tsne-unknown-query": Case("plot.tsne", TSNE.replace("q1", "q9"), "", "--topics: has no query 'q9'"),
