@@ -265,13 +265,13 @@ def test_cli_alpha_weights_the_first_run_and_old_depth_flags_still_work(tmp_path
     main([*runs, "--alpha", "1", "--hits", "5", "--output", str(tmp_path / "first.trec")])
     assert {q: [d for d, _ in r] for q, r in read_run(tmp_path / "first.trec").items()} == \
         {q: [d for d, _ in r[:5]] for q, r in a.items()}  # alpha 1: the first run alone
-    # the spellings of committed commands: --k (hits written) and --depth (hits read from each run)
+    # the spelling of committed commands: --k (hits written); --depth: hits read from each run
     main([*runs, "--alpha", "0.3", "--k", "7", "--depth", "1000", "--output", str(tmp_path / "old.trec")])
     assert (tmp_path / "old.trec").read_text() == (tmp_path / "new.trec").read_text()
     with pytest.raises(SystemExit):
         main(["--help"])
     usage = capsys.readouterr().out
-    assert "--hits" in usage and "--k " not in usage and "--depth" not in usage
+    assert "--hits" in usage and "--k " not in usage and "--depth DEPTH" in usage  # as Pyserini's; the docs use it
     assert "fused score = alpha * first (sparse) run + (1 - alpha) * second (dense) run" in " ".join(usage.split())
 
 

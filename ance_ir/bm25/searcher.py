@@ -56,6 +56,8 @@ class BM25Searcher:
     def __init__(self, index: str | Path, k1: float = 0.9, b: float = 0.4, query_weights: str | Path | None = None):
         from pyserini.search.lucene import LuceneSearcher
 
+        if not Path(index).is_dir():
+            raise InputError(index, "no such index folder")
         if not (Path(index) / "segments_1").exists() and not any(Path(index).glob("segments*")):
             raise InputError(index, "not a Lucene index (no segments file)")
         self.weigher = None

@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="rrf: the constant k in 1 / (k + rank) (default 60)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="hits written per query (default 1000)")
     hidden_alias(parser, "--k", dest="hits", type=positive_int)  # the old spelling (Pyserini's fusion CLI's)
-    # hits read from each run per query; default max(--hits, 1000). Not documented: --hits is the one depth.
-    parser.add_argument("--depth", type=positive_int, help=argparse.SUPPRESS)
+    parser.add_argument("--depth", type=positive_int,
+                        help="hits read from each run per query, as Pyserini's fusion --depth (default: the larger "
+                             "of --hits and 1000)")
     parser.add_argument("--output", required=True, help="TREC run file to write")
     parser.add_argument("--run-tag", default="ance-ir-fusion", help="the run file's last column")
     args = parser.parse_args(argv)

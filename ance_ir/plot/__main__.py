@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ance_ir.cli import ArgumentParser, run_cli
+from ance_ir.cli import ArgumentParser, check_output, run_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,9 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is None and len(args.runs) > 1:
         parser.error("--output is needed when plotting several runs")
 
+    output = check_output(args.output or Path(args.runs[0]) / "plots", folder=True)
+
     from ance_ir.plot.curves import plot_runs
 
-    for path in plot_runs(args.runs, args.output or Path(args.runs[0]) / "plots"):
+    for path in plot_runs(args.runs, output):
         print(path)
     return 0
 

@@ -152,6 +152,8 @@ CASES = {
     "search-unknown-device": Case("search", SEARCH + " --device bogus", "", "device 'bogus': not a device name"),
     "train-unknown-device": Case("train", "--config {T}/c.yaml --device gpu0", "", "device 'gpu0': not a device name",
                                  {"c.yaml": TRAIN_YAML}),
+    "bm25-search-missing-index": Case("bm25", BM25_SEARCH.replace("{W}/lucene", "{T}/nowhere"), "{T}/nowhere",
+                                      "no such index folder"),
     "bm25-search-hits-0": Case("bm25", BM25_SEARCH + " --hits 0", "", "argument --hits: expected a positive integer"),
     "bm25-search-hits-negative": Case("bm25", BM25_SEARCH + " --hits -5", "", "argument --hits"),
     "bm25-search-k1-nan": Case("bm25", BM25_SEARCH + " --k1 nan", "", "argument --k1: expected a finite number"),
@@ -596,6 +598,8 @@ CASES = {
                                {"run": None, "run/log.jsonl": "{bad\n"}),
     "plot-log-not-utf8": Case("plot", "{T}/run", "{T}/run/log.jsonl:2", "not UTF-8",
                               {"run": None, "run/log.jsonl": b'{"step": 1}\n{"step": 2, "x": "\xff"}\n'}),
+    "plot-output-is-a-file": Case("plot", "{T}/run --output {T}/f", "{T}/f", "exists and is not a folder",
+                                  {"run": None, "run/log.jsonl": '{"step": 1, "loss": 1.0}\n', "f": "a file"}),
     "plot-several-runs-without-output": Case("plot", "{T}/a {T}/b", "", "--output is needed"),
     # plot.tsne, plot.scores, plot.overlap
     "tsne-unknown-query": Case("plot.tsne", TSNE.replace("q1", "q9"), "", "--topics: has no query 'q9'"),
