@@ -235,6 +235,11 @@ def check_apart(output: str | Path, inputs: Iterable[str | Path | None], folders
             raise InputError(output, f"lies inside the input {given}; write the output elsewhere")
 
 
+def add_run_tag_argument(parser: argparse.ArgumentParser) -> None:
+    """``--run-tag`` of a command whose default tag is its output's name (:func:`~ance_ir.data.default_run_tag`)."""
+    parser.add_argument("--run-tag", help="run tag (default: the output file name less .gz and .trec/.txt/.run)")
+
+
 def add_import_argument(parser: argparse.ArgumentParser) -> None:
     """``--import FILE_OR_MODULE`` (repeatable): plugins that register components, loaded by :func:`run_cli`."""
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE_OR_MODULE",

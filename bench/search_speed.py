@@ -38,16 +38,6 @@ class PrecomputedQueries:
         return np.stack([self.vectors[t] for t in texts])
 
 
-def latencies(fn, items: list, repeats: int = 1) -> list[float]:
-    out = []
-    for item in items:
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn(item)
-            out.append(time.perf_counter() - start)
-    return out
-
-
 def p95(values: list[float]) -> float:
     return float(np.percentile(values, 95))
 

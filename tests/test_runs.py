@@ -104,3 +104,6 @@ def test_the_default_run_tag_is_the_file_name_less_compression_and_run_suffixes(
                                                                 ".trec"]
     with pytest.raises(ValueError, match="no whitespace"):
         default_run_tag("my run.trec")
+    assert default_run_tag("runs/x.trec", "given") == "given"
+    with pytest.raises(ValueError, match="no whitespace"):
+        default_run_tag("runs/x.trec", "a tag")

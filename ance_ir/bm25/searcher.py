@@ -105,9 +105,7 @@ class BM25Searcher:
 def bm25_negatives(index: str | Path, topics: Topics, positives: dict[str, list[str]], depth: int = 200,
                    k1: float = 0.9, b: float = 0.4, threads: int = 2,
                    progress: bool = False) -> dict[str, list[str]]:
-    """BM25 top-``depth`` documents for each query with that query's positives removed, best first.
-
-    These are the warm-up negatives of ANCE and the BM25/DPR baselines.
-    """
+    """BM25 top-``depth`` documents for each query with that query's positives removed, best first: the list the
+    trainer's ``bm25`` sampler draws ANCE's warm-up negatives from (the tests check they agree)."""
     run = BM25Searcher(index, k1, b).search(topics, hits=depth, threads=threads, progress=progress)
     return {qid: [d for d, _ in ranking if d not in set(positives.get(qid, ()))] for qid, ranking in run.items()}

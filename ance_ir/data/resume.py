@@ -33,6 +33,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def say(message: str) -> None:
+    """``message`` as a line on stderr that leaves a progress bar there intact."""
+    tqdm.write(message, file=sys.stderr)
+
+
 def slow_bar(iterable: Iterable[T] | None = None, *, desc: str, unit: str, show: bool,
              total: int | None = None) -> tqdm:
     """A bar on stderr (with ``show``) for a step that is often quick (reading a corpus, building an index): it
@@ -88,7 +93,7 @@ class ChunkedJob(Generic[T, R]):
             self.save(number, items, result)
         else:
             if not self.reused:
-                tqdm.write(f"resuming from the chunks {self.verb} in {self.work}", file=sys.stderr)
+                say(f"resuming from the chunks {self.verb} in {self.work}")
             self.reused += len(items)
         self.done += len(items)
         self.bar.update(len(items))

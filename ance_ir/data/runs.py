@@ -185,9 +185,12 @@ def check_run_tag(tag: str) -> str:
     return tag
 
 
-def default_run_tag(output: str | Path) -> str:
-    """The tag a command gives the run it writes to ``output`` by default: the file's name without its compression
-    and run-file suffixes (``runs/bm25.dl19.trec.gz`` -> ``bm25.dl19``)."""
+def default_run_tag(output: str | Path, given: str | None = None) -> str:
+    """``given`` (checked by :func:`check_run_tag`), else the tag a command gives the run it writes to ``output`` by
+    default: the file's name without its compression and run-file suffixes (``runs/bm25.dl19.trec.gz`` ->
+    ``bm25.dl19``)."""
+    if given:
+        return check_run_tag(given)
     name = Path(output).name.removesuffix(".gz")
     stem = next((name.removesuffix(s) for s in (".trec", ".txt", ".run") if name.endswith(s)), name)
     return check_run_tag(stem or name)

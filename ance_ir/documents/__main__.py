@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ance_ir.cli import ArgumentParser, check_apart, check_output, positive_int, run_cli
-from ance_ir.data import InputError, check_run_tag, default_run_tag, read_run, write_run
+from ance_ir.cli import ArgumentParser, add_run_tag_argument, check_apart, check_output, positive_int, run_cli
+from ance_ir.data import InputError, default_run_tag, read_run, write_run
 from ance_ir.data.corpus import iter_corpus, write_corpus
 from ance_ir.data.qrels import write_qrels
 from ance_ir.data.resume import slow_bar
@@ -119,7 +119,7 @@ def _positions(model: str | Path, tokenizer: Any) -> int:
 def _pool(args: argparse.Namespace) -> None:
     check_output(args.output)
     check_apart(args.output, [args.run])
-    tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
+    tag = default_run_tag(args.output, args.run_tag)
     run = read_run(args.run)
     _check_split_ids((docid for ranking in run.values() for docid, _ in ranking), args.delimiter, args.run)
     pooled = pool_run(run, args.pooling, args.hits, args.delimiter)
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     pool.add_argument("--pooling", choices=POOLINGS, default="max", help="max: MaxP; first: FirstP (default max)")
     pool.add_argument("--hits", type=positive_int, default=100, help="documents per query (default 100)")
     pool.add_argument("--output", required=True, help="TREC run file to write")
-    pool.add_argument("--run-tag", help="run tag (default: the output file name less .gz and .trec/.txt/.run)")
+    add_run_tag_argument(pool)
     for command in (derive, split, pool):
         command.add_argument("--delimiter", type=_non_empty, default=DEFAULT_DELIMITER,
                              help=f"separates a document id from the rest of a passage id "

@@ -17,14 +17,12 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ance_ir.eval import METRICS
+from ance_ir.eval.measures import label
 from ance_ir.plot.figures import save_png
 from ance_ir.train.layout import RunDir
 from ance_ir.train.modeling import GROUPS
 from ance_ir.train.runlog import read_log
 from ance_ir.train.store import RefreshRecords
-
-FRIENDLY = {pytrec: friendly for friendly, pytrec in METRICS.items()}
 
 
 @dataclass
@@ -103,7 +101,7 @@ def plot_dev_metrics(runs: Sequence[RunCurves], path: Path) -> Path | None:
             points = [(r["step"], r["metrics"][name]) for r in run.refreshes if name in r.get("metrics", {})]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", markersize=3,
-                        label=_label(run, FRIENDLY.get(name, name), len(runs) > 1))
+                        label=_label(run, label(name), len(runs) > 1))
     ax.set_title("eval metrics of each refreshed checkpoint")
     _finish(ax, "value")
     return save_png(fig, path, dpi=120)

@@ -36,6 +36,7 @@ from pathlib import Path
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    add_run_tag_argument,
     check_apart,
     check_output,
     fill_defaults,
@@ -45,7 +46,7 @@ from ance_ir.cli import (
     positive_int,
     run_cli,
 )
-from ance_ir.data import check_run_tag, default_run_tag, output_lock
+from ance_ir.data import default_run_tag, output_lock
 from ance_ir.train.settings import INFERENCE_PRECISIONS
 
 
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="tokens per (query, passage) pair (default: the model's, 320 for a new one)")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--run-tag", help="run tag (default: the output file name less .gz and .trec/.txt/.run)")
+    add_run_tag_argument(parser)
     parser.add_argument("--qrels", help="qrels to evaluate with (default: the topics' own, when known)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_import_argument(parser)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_apart(args.output, [args.run, args.groups, args.topics, args.corpus, args.qrels])
     if args.run:
-        args.run_tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
+        args.run_tag = default_run_tag(args.output, args.run_tag)
     load_cli_plugins(args.imports)
     with output_lock(args.output):  # one writer, refused at once; the temporaries of a killed run are ours
         return _rerank(args)

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    add_run_tag_argument,
     check_apart,
     check_output,
     fill_defaults,
@@ -57,7 +58,7 @@ from ance_ir.cli import (
     run_cli,
     unit_float,
 )
-from ance_ir.data import InputError, Run, Topics, check_run_tag, default_run_tag
+from ance_ir.data import InputError, Run, Topics, default_run_tag
 from ance_ir.datasets import resolve_eval_qrels, resolve_topics
 from ance_ir.fusion.fuse import ALPHA_MEANING
 from ance_ir.negatives.resume import QUERY_CHUNK, write_searched_run
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per forward pass")
     parser.add_argument("--threads", type=positive_int, default=2, help="torch and faiss threads")
     parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    parser.add_argument("--run-tag", help="run tag (default: the output file name less .gz and .trec/.txt/.run)")
+    add_run_tag_argument(parser)
     parser.add_argument("--bm25-index", help="Lucene index for hybrid search")
     parser.add_argument("--fusion", choices=["interpolation", "rrf"],
                         help="how --bm25-index's run and the dense run are fused (default interpolation)")
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_output(args.output)
     check_apart(args.output, [args.topics, args.qrels], [args.index, args.bm25_index])
-    args.run_tag = check_run_tag(args.run_tag) if args.run_tag else default_run_tag(args.output)
+    args.run_tag = default_run_tag(args.output, args.run_tag)
     _check_hybrid_settings(args)
     for index in filter(None, (args.index, args.bm25_index)):  # before a named topic set is fetched
         if ("/" in index or index.startswith((".", "~"))) and not Path(index).expanduser().is_dir():

@@ -11,13 +11,12 @@ negatives and says so once. Any sampler whose ``refreshed`` is true is fed this 
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import torch
-from tqdm import tqdm
 
+from ance_ir.data.resume import say
 from ance_ir.train.checkpoint import checkpoint_dir
 from ance_ir.train.hooks import TrainingHook
 from ance_ir.train.process import STOP_GRACE_S, InferencerProcess
@@ -29,10 +28,6 @@ if TYPE_CHECKING:
     from ance_ir.train.task import TaskContext
 
 STALENESS_POLL_S = 0.05
-
-
-def _say(message: str) -> None:
-    tqdm.write(message, file=sys.stderr)
 
 
 class Refresher(TrainingHook):
@@ -151,7 +146,7 @@ class Refresher(TrainingHook):
         self._pause_s += seconds
         self.log.write({"event": "refresh", "step": step, "seconds": round(seconds, 3),
                         "metrics": record.get("metrics")})
-        _say(describe(record))
+        say(describe(record))
 
     def _check_inferencer(self, step: int) -> bool:
         """Rank 0: whether the inferencer has died; says so once (console and log)."""
@@ -160,7 +155,7 @@ class Refresher(TrainingHook):
             return False
         if not self._death_reported:
             self._death_reported = True
-            _say(f"warning: the inferencer (pid {self.inferencer.pid}) exited with code {code} at step "
+            say(f"warning: the inferencer (pid {self.inferencer.pid}) exited with code {code} at step "
                  f"{step}; training goes on with negatives version {self.version} "
                  f"(see {self.run.inferencer_log})")
             self.log.write({"event": "inferencer_died", "step": step, "returncode": code,
@@ -180,15 +175,15 @@ class Refresher(TrainingHook):
         if self.config.refresh.mode == "sync":
             self._refresh_in_process(step)
         elif self.inferencer is not None and not self._check_inferencer(step):
-            _say("waiting for the inferencer to refresh the final checkpoint")
+            say("waiting for the inferencer to refresh the final checkpoint")
             code = self.inferencer.stop(drain=True)
             if code:
-                _say(f"warning: the inferencer exited with code {code} refreshing the final checkpoint (see "
+                say(f"warning: the inferencer exited with code {code} refreshing the final checkpoint (see "
                      f"{self.run.inferencer_log}); run python -m ance_ir.train.inferencer {self.run.root} --once")
                 self.log.write({"event": "inferencer_died", "step": step, "returncode": code,
                                 "negatives_version": self.version})
         else:
-            _say(f"the final checkpoint was not refreshed; run python -m ance_ir.train.inferencer "
+            say(f"the final checkpoint was not refreshed; run python -m ance_ir.train.inferencer "
                  f"{self.run.root} --once")
 
     def stop(self) -> None:

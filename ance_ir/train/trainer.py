@@ -28,6 +28,7 @@ from transformers.utils import logging as hf_logging
 
 from ance_ir.cli import check_output, interruption
 from ance_ir.data import atomic_directory, output_lock
+from ance_ir.data.resume import say
 from ance_ir.modeling.kinds import load_model
 from ance_ir.modeling.resolve import require_local_model
 from ance_ir.plugins import load_plugins
@@ -56,10 +57,6 @@ from ance_ir.train.task import TASKS, TaskContext, build_task
 
 # fp16 training stops when its loss scale falls below this: gradients that overflow even scaled down mean divergence
 MIN_LOSS_SCALE = 1.0
-
-
-def _say(message: str) -> None:
-    tqdm.write(message, file=sys.stderr)
 
 
 @dataclass
@@ -228,7 +225,7 @@ class Trainer:
             for path in stale:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
             if stale:
-                _say(f"{self.run.root}: no checkpoint to resume from; removed what an earlier attempt left: "
+                say(f"{self.run.root}: no checkpoint to resume from; removed what an earlier attempt left: "
                      + ", ".join(p.name for p in stale))
             self.config.save(self.run.config)
             record_inputs(self.config, self.run.inputs)
@@ -239,7 +236,7 @@ class Trainer:
         else:  # a run started before inputs were recorded: from now on
             record_inputs(self.config, self.run.inputs)
         if changed:
-            _say(f"resuming with new {', '.join(changed)}")
+            say(f"resuming with new {', '.join(changed)}")
             self.config.save(self.run.config)
         remove_partial(self.run)
 
@@ -254,7 +251,7 @@ class Trainer:
         if len(state["rng"]) == self.dist.world_size:
             restore_rng(state["rng"][self.dist.rank])
         elif self.dist.is_main:
-            _say(f"warning: {folder} was saved by {len(state['rng'])} processes, this run has "
+            say(f"warning: {folder} was saved by {len(state['rng'])} processes, this run has "
                  f"{self.dist.world_size}; random states are not restored exactly")
         for hook in self.hooks:
             hook.load_state_dict(state)
@@ -263,7 +260,7 @@ class Trainer:
         self.log.write({"event": "resume", "step": self.step, "checkpoint": str(folder),
                         **{k: v for hook in self.hooks for k, v in hook.state_dict().items()}})
         if self.dist.is_main:
-            _say(f"resuming from {folder}")
+            say(f"resuming from {folder}")
 
     # ---- the loop ----
 
@@ -321,7 +318,7 @@ class Trainer:
             self._stop_signal = signum
             if self.dist.is_main:
                 doing = next((what for hook in self.hooks if (what := hook.busy())), "this step")
-                _say(f"stopping after {doing} with a checkpoint (a second Ctrl-C or SIGTERM quits at once)")
+                say(f"stopping after {doing} with a checkpoint (a second Ctrl-C or SIGTERM quits at once)")
 
         previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
@@ -444,7 +441,7 @@ class Trainer:
             hook.stop()
         self.log.write({"event": "paused", "step": self.step})
         if self.dist.is_main:
-            _say(f"stopped at step {self.step} (stop_at); rerun the same command to continue")
+            say(f"stopped at step {self.step} (stop_at); rerun the same command to continue")
         return checkpoint_dir(self.run, self.step)
 
     def _interrupt(self) -> None:
