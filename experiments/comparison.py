@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ance_ir.eval.significance import paired_t_test
+from ance_ir.eval.significance import PairedDifference
 from experiments.rag24_interaction_report import MEASURES, cell, per_query_of
 
 VERSUS = " nDCG@10 vs {baseline} | queries better / worse | paired t-test p |"
@@ -39,9 +39,8 @@ def versus(values: dict[str, dict[str, list[float]]], reference: dict[str, dict[
         return ["", "", ""]
     a = [statistics.fmean(v) for v in values["ndcg_cut_10"].values()]
     b = [statistics.fmean(v) for v in reference["ndcg_cut_10"].values()]
-    better = sum(x > y for x, y in zip(a, b, strict=True))
-    worse = sum(x < y for x, y in zip(a, b, strict=True))
-    return [f"{statistics.fmean(a) - statistics.fmean(b):+.4f}", f"{better} / {worse}", f"{paired_t_test(a, b):.2g}"]
+    c = PairedDifference.of(a, b)
+    return [f"{c.difference:+.4f}", f"{c.better} / {c.worse}", f"{c.t_p:.2g}"]
 
 
 def which_seeds(seeds: list[int]) -> str:

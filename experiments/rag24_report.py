@@ -51,7 +51,7 @@ def per_query_ndcg(family: str, row: str, seeds: list[int] | None) -> dict[str, 
 
 def paired_comparisons(family: str, seeds: list[int]) -> str:
     """ANCE against the other rows: mean difference of per-query nDCG@10 (seed-averaged) and a paired t-test."""
-    from scipy.stats import ttest_rel
+    from ance_ir.eval.significance import PairedDifference
 
     labels = {r.name: r.label for r in reported_rows(family, seeds)}
     labels["zero-shot"] = f"zero-shot {FAMILIES[family].model}"
@@ -68,11 +68,9 @@ def paired_comparisons(family: str, seeds: list[int]) -> str:
         x, y = ndcg[a], ndcg[b]
         qids = sorted(x.keys() & y.keys())
         xs, ys = [x[q] for q in qids], [y[q] for q in qids]
-        better = sum(u > v for u, v in zip(xs, ys, strict=True))
-        worse = sum(u < v for u, v in zip(xs, ys, strict=True))
+        c = PairedDifference.of(xs, ys)
         lines.append(f"| {labels[a]} vs {labels[b]} | {statistics.fmean(xs):.4f} | {statistics.fmean(ys):.4f} | "
-                     f"{statistics.fmean(xs) - statistics.fmean(ys):+.4f} | {better} / {worse} | "
-                     f"{ttest_rel(xs, ys).pvalue:.3g} |")
+                     f"{c.difference:+.4f} | {c.better} / {c.worse} | {c.t_p:.3g} |")
     return "\n".join(lines) + "\n"
 
 

@@ -21,11 +21,10 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from scipy import stats
-
 from ance_ir.data import Run, read_run
 from ance_ir.datasets import resolve_qrels
 from ance_ir.eval import evaluate_per_query
+from ance_ir.eval.significance import PairedDifference
 from ance_ir.fusion.fuse import interpolate
 from ance_ir.fusion.tune import fold_choices
 
@@ -72,13 +71,10 @@ def main() -> None:
             print(f"| {k} | " + " | ".join(f"{statistics.fmean(cells[k, a].values()):.4f}" for a in WEIGHTS) + " |")
         choices = fold_choices(cells, qids, FOLDS)
         scored = {q: cells[cell][q] for fold, cell in choices for q in fold}
-        diff = statistics.fmean(scored[q] for q in qids) - statistics.fmean(base[q] for q in qids)
-        better = sum(scored[q] > base[q] for q in qids)
-        worse = sum(scored[q] < base[q] for q in qids)
-        p = stats.ttest_rel([scored[q] for q in qids], [base[q] for q in qids]).pvalue
+        c = PairedDifference.of([scored[q] for q in qids], [base[q] for q in qids])
         folds = " ".join(f"({k}, {a:g})" for _, (k, a) in choices)
-        print(f"\n5-fold CV: cells {folds}: nDCG@10 {statistics.fmean(scored.values()):.4f}, {diff:+.4f} over the "
-              f"first stage ({better} topics better, {worse} worse, t-test p {p:.3g})")
+        print(f"\n5-fold CV: cells {folds}: nDCG@10 {statistics.fmean(scored.values()):.4f}, {c.difference:+.4f} over "
+              f"the first stage ({c.better} topics better, {c.worse} worse, t-test p {c.t_p:.3g})")
 
 
 if __name__ == "__main__":

@@ -24,11 +24,10 @@ import argparse
 import itertools
 import statistics
 
-from scipy import stats
-
 from ance_ir.data import Run, read_run
 from ance_ir.datasets import resolve_qrels
 from ance_ir.eval import evaluate_per_query
+from ance_ir.eval.significance import PairedDifference
 from ance_ir.fusion import average, interpolate
 from ance_ir.fusion.tune import fold_choices
 
@@ -44,12 +43,9 @@ def ndcg10(qrels: dict, run: Run) -> dict[str, float]:
 
 def compared(scored: dict[str, float], base: dict[str, float], qids: list[str]) -> tuple[str, str, str, str]:
     """``scored`` against ``base`` over ``qids``, formatted: mean, difference, topics better/worse, t-test p."""
-    mean = statistics.fmean(scored[q] for q in qids)
-    diff = mean - statistics.fmean(base[q] for q in qids)
-    better = sum(scored[q] > base[q] for q in qids)
-    worse = sum(scored[q] < base[q] for q in qids)
-    p = stats.ttest_rel([scored[q] for q in qids], [base[q] for q in qids]).pvalue
-    return f"{mean:.4f}", f"{diff:+.4f}", f"{better}/{worse}", f"{p:.3g}"
+    c = PairedDifference.of([scored[q] for q in qids], [base[q] for q in qids])
+    return f"{statistics.fmean(scored[q] for q in qids):.4f}", f"{c.difference:+.4f}", f"{c.better}/{c.worse}", \
+        f"{c.t_p:.3g}"
 
 
 def main() -> None:

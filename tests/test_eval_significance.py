@@ -10,6 +10,7 @@ import statistics
 import pytest
 
 from ance_ir.eval.significance import (
+    PairedDifference,
     bonferroni,
     compare_to_baseline,
     correct,
@@ -106,6 +107,14 @@ def test_t_test_by_hand():
     assert math.isnan(paired_t_test([1.0], [0.0]))
     with pytest.raises(ValueError, match="equally long"):
         paired_t_test([1.0, 2.0], [1.0])
+
+
+def test_a_paired_difference_is_the_mean_difference_the_queries_each_way_and_the_t_test():
+    a, b = [0.5, 0.7, 0.2, 0.9], [0.4, 0.7, 0.3, 0.6]
+    c = PairedDifference.of(a, b)
+    assert (c.better, c.worse) == (2, 1) and c.difference == pytest.approx(0.075)
+    assert c.t_p == paired_t_test(a, b)
+    assert PairedDifference.of(a, a).t_p == 1.0  # scipy's ttest_rel gives NaN for no difference at all
 
 
 def test_corrections_by_hand():

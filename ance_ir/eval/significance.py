@@ -14,6 +14,7 @@ All are pure functions of their arguments; the random test is seeded.
 from __future__ import annotations
 
 import math
+import statistics
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -129,6 +130,22 @@ def correct(pvalues: Sequence[float], method: str) -> list[float]:
     if method == "none":
         return [float(p) for p in pvalues]
     raise ValueError(f"unknown correction {method!r} (known: {', '.join(CORRECTIONS)})")
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Per-query scores ``a`` against ``b`` (the same queries in the same order)."""
+
+    difference: float  # mean of a less mean of b
+    better: int  # queries where a is higher
+    worse: int
+    t_p: float  # :func:`paired_t_test`
+
+    @classmethod
+    def of(cls, a: Sequence[float], b: Sequence[float]) -> PairedDifference:
+        d = _differences(a, b)
+        difference = statistics.fmean(a) - statistics.fmean(b) if d.size else math.nan
+        return cls(difference, int((d > 0).sum()), int((d < 0).sum()), paired_t_test(a, b))
 
 
 @dataclass(frozen=True)
