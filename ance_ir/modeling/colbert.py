@@ -30,12 +30,12 @@ from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transfo
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import (
     choose_settings,
-    kind_records,
     read_settings,
     register_model_kind,
     text_positions,
     write_records,
 )
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_colbert.json"
@@ -68,7 +68,7 @@ def _punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
 
 
 @register_model_kind
-class ColBERT(torch.nn.Module):
+class ColBERT(KindModule):
     """Token vectors compared by MaxSim (late interaction).
 
     ``fresh_head`` says the projection was newly initialised at load time (a plain backbone: it must be trained
@@ -76,6 +76,7 @@ class ColBERT(torch.nn.Module):
     """
 
     kind = "colbert"
+    settings_file = CONFIG_NAME
     index = "tokens"
     #: settings a training config may override (``model.dim``; the lengths are ``model.*_max_length``)
     options = {"dim": DEFAULTS["dim"]}
@@ -139,10 +140,6 @@ class ColBERT(torch.nn.Module):
             save_transformer(tmp, self.tokenizer, self.backbone)
             save_file({k: v.contiguous() for k, v in self.projection.state_dict().items()}, tmp / PROJECTION_NAME)
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_colbert.json``."""
-        return kind_records(self.kind, CONFIG_NAME, self.settings)
-
     @property
     def settings(self) -> dict[str, int]:
         """What ``ance_ir_colbert.json`` records (and a token index's ``meta.json``)."""
@@ -152,10 +149,6 @@ class ColBERT(torch.nn.Module):
     @property
     def dim(self) -> int:
         return self.projection.out_features
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     def tokenize_queries(self, texts: Sequence[str]) -> BatchEncoding:
         """Queries cut at ``query_max_length`` and padded to it with ``[MASK]`` (attention mask 0 there)."""

@@ -30,12 +30,12 @@ from ance_ir.modeling.first_tokens import first_token_bert, first_token_states
 from ance_ir.modeling.inference import batch_bar, running
 from ance_ir.modeling.kinds import (
     choose_settings,
-    kind_records,
     read_settings,
     register_model_kind,
     text_positions,
     write_records,
 )
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 from ance_ir.modeling.tokenize import tokenize_in_threads
 
@@ -63,7 +63,7 @@ def _is_classifier(config: PretrainedConfig) -> bool:
 
 
 @register_model_kind
-class CrossEncoder(torch.nn.Module):
+class CrossEncoder(KindModule):
     """Scores (query, passage) pairs jointly: a transformer over both texts and a one-number head.
 
     ``head`` is the ``Linear(hidden, 1)`` on the CLS state, or None when ``backbone`` is a whole
@@ -76,6 +76,7 @@ class CrossEncoder(torch.nn.Module):
     """
 
     kind = "cross-encoder"
+    settings_file = CONFIG_NAME
     index = None
     #: settings a training config may override (``model.max_length``)
     options = {"max_length": DEFAULT_MAX_LENGTH, "first_stage_weight": 0.0, "first_stage_depth": 100}
@@ -149,15 +150,11 @@ class CrossEncoder(torch.nn.Module):
             if self.head is not None:
                 save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_cross_encoder.json``."""
-        return kind_records(self.kind, CONFIG_NAME, {"max_length": self.max_length,
-                                                     "first_stage_weight": self.first_stage_weight,
-                                                     "first_stage_depth": self.first_stage_depth})
-
     @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
+    def settings(self) -> dict[str, Any]:
+        """What ``ance_ir_cross_encoder.json`` records."""
+        return {"max_length": self.max_length, "first_stage_weight": self.first_stage_weight,
+                "first_stage_depth": self.first_stage_depth}
 
     def tokenize_pairs(self, queries: Sequence[str], passages: Sequence[str]) -> Encoded:
         """Token ids of each ``[CLS] query [SEP] passage [SEP]``, unpadded, cut to ``max_length`` (longest text

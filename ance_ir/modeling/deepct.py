@@ -36,12 +36,12 @@ from ance_ir.modeling.encoder import load_backbone, load_tokenizer, save_transfo
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import (
     choose_settings,
-    kind_records,
     read_settings,
     register_model_kind,
     text_positions,
     write_records,
 )
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_deepct.json"
@@ -66,10 +66,11 @@ def term_recall(passage: str, queries: Sequence[str]) -> dict[str, float]:
 
 
 @register_model_kind
-class DeepCT(torch.nn.Module):
+class DeepCT(KindModule):
     """A transformer with a linear head scoring each word of a text."""
 
     kind = "deepct"
+    settings_file = CONFIG_NAME
     index = "impact"
     options = dict(DEFAULTS)
     inference_precision: str = "fp32"
@@ -126,19 +127,11 @@ class DeepCT(torch.nn.Module):
             save_transformer(tmp, self.tokenizer, self.backbone)
             save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_deepct.json``."""
-        return kind_records(self.kind, CONFIG_NAME, self.settings)
-
     @property
     def settings(self) -> dict[str, Any]:
         """What ``ance_ir_deepct.json`` and an impact index's ``meta.json`` record of the model."""
         return {"max_length": self.max_length, "windows": self.windows, "aggregation": self.aggregation,
                 "target": self.target}
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     def tokenize(self, texts: Sequence[Sequence[str]]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Word lists as model inputs, and ``[B, W]`` the position of each word's first word piece (-1 where the

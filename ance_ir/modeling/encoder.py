@@ -21,7 +21,8 @@ from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.config import CONFIG_NAME, EncoderConfig
 from ance_ir.modeling.first_tokens import last_states
 from ance_ir.modeling.inference import batch_bar, nested_progress, running
-from ance_ir.modeling.kinds import kind_records, register_model_kind, text_positions, write_records
+from ance_ir.modeling.kinds import register_model_kind, text_positions, write_records
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import alias_defaults, resolve_model_path, unavailable
 from ance_ir.modeling.sentence_transformers_files import write_sentence_transformers_files
 from ance_ir.modeling.tokenize import tokenize_in_threads
@@ -141,13 +142,14 @@ def _length_limits(towers: Mapping[str, Tower]) -> dict[str, int | None]:
 
 
 @register_model_kind
-class DenseEncoder(torch.nn.Module):
+class DenseEncoder(KindModule):
     """Query and passage towers (one shared, or two) that map texts to vectors compared by dot product.
 
     Model kind ``dense``: its passage vectors go to a faiss index (:mod:`ance_ir.index`).
     """
 
     kind = "dense"
+    settings_file = CONFIG_NAME
     index = "dense"
     #: settings a training config may also override (EncoderConfig fields -> a value of their type; the ones
     #: not given keep the saved model's)
@@ -227,9 +229,10 @@ class DenseEncoder(torch.nn.Module):
         with atomic_directory(directory) as tmp:
             self._save_files(tmp)
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        """What ``save_pretrained`` records: the kind, and the encoder's settings in ``ance_ir_encoder.json``."""
-        return kind_records(self.kind, CONFIG_NAME, self.config.to_dict())
+    @property
+    def settings(self) -> dict[str, Any]:
+        """What ``ance_ir_encoder.json`` records: the encoder's config."""
+        return self.config.to_dict()
 
     def _save_files(self, directory: Path) -> None:
         """Write the model into the (new, empty) ``directory``; a subclass adds its own files."""
@@ -257,10 +260,6 @@ class DenseEncoder(torch.nn.Module):
     @property
     def passage_tower(self) -> Tower:
         return self.towers["query" if self.config.shared else "passage"]
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     @property
     def dim(self) -> int:

@@ -46,12 +46,12 @@ from ance_ir.modeling.encoder import load_backbone, load_tokenizer, quiet_transf
 from ance_ir.modeling.inference import evaluating
 from ance_ir.modeling.kinds import (
     choose_settings,
-    kind_records,
     read_settings,
     register_model_kind,
     text_positions,
     write_records,
 )
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 CONFIG_NAME = "ance_ir_generator.json"
@@ -172,7 +172,7 @@ def _first(value: Any) -> int | None:
 
 
 @register_model_kind
-class QueryGenerator(torch.nn.Module):
+class QueryGenerator(KindModule):
     """A sequence-to-sequence model with its tokenizer: passage in, query out.
 
     ``fresh`` says the model was just warm-started from a plain encoder (it must be trained before its queries
@@ -180,6 +180,7 @@ class QueryGenerator(torch.nn.Module):
     """
 
     kind = "generator"
+    settings_file = CONFIG_NAME
     index = None
     #: settings a training config may give in ``model`` besides the lengths (``model.decoder``)
     options: dict[str, Any] = {"decoder": None}
@@ -249,18 +250,10 @@ class QueryGenerator(torch.nn.Module):
             write_records(tmp, self.records())
             save_transformer(tmp, self.tokenizer, self.model)
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_generator.json``."""
-        return kind_records(self.kind, CONFIG_NAME, self.settings)
-
     @property
     def settings(self) -> dict[str, int]:
         """What ``ance_ir_generator.json`` records."""
         return {"query_max_length": self.query_max_length, "passage_max_length": self.passage_max_length}
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     # ---- teacher forcing ----
 

@@ -25,7 +25,8 @@ of that kind is loaded (``from_pretrained``), saved (``save_pretrained``, which 
   Hugging Face folder recording no kind, so any kind starts from it (:class:`~ance_ir.modeling.mlm.MaskedLM`).
 
 A new kind is one class with a ``kind`` name and an ``index`` value, decorated with
-:func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records.
+:func:`register_model_kind`; :func:`load_model` then finds it from what a saved folder records. The built-in kinds
+build on :class:`~ance_ir.modeling.module.KindModule` (their ``device`` and ``records()``).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokeni
 from ance_ir.data.atomic import atomic_directory
 from ance_ir.modeling.encoder import load_tokenizer, quiet_transformers, save_transformer
 from ance_ir.modeling.kinds import register_model_kind
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import resolve_model_path, unavailable
 
 
@@ -58,7 +59,7 @@ def load_masked_lm(name_or_path: str | Path) -> tuple[PreTrainedTokenizerBase, P
 
 
 @register_model_kind
-class MaskedLM(torch.nn.Module):
+class MaskedLM(KindModule):
     """A transformer and its MLM head; :meth:`logits_at` gives the vocabulary logits of chosen positions."""
 
     kind = "mlm"
@@ -94,10 +95,6 @@ class MaskedLM(torch.nn.Module):
     def records(self) -> dict[str, dict[str, Any]]:
         """None: a plain Hugging Face folder records no kind and no settings."""
         return {}
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     def logits_at(self, inputs: Mapping[str, torch.Tensor], positions: torch.Tensor,
                   head_only: bool = False) -> torch.Tensor:

@@ -21,13 +21,13 @@ from ance_ir.modeling.encoder import save_transformer
 from ance_ir.modeling.inference import batch_bar, evaluating
 from ance_ir.modeling.kinds import (
     choose_settings,
-    kind_records,
     read_settings,
     register_model_kind,
     text_positions,
     write_records,
 )
 from ance_ir.modeling.mlm import load_masked_lm
+from ance_ir.modeling.module import KindModule
 from ance_ir.modeling.resolve import resolve_model_path
 
 CONFIG_NAME = "ance_ir_splade.json"
@@ -52,10 +52,11 @@ def flops(weights: torch.Tensor) -> torch.Tensor:
 
 
 @register_model_kind
-class Splade(torch.nn.Module):
+class Splade(KindModule):
     """Term weights from an MLM head, max-pooled over the text's tokens."""
 
     kind = "splade"
+    settings_file = CONFIG_NAME
     index = "impact"
     options: dict[str, Any] = {}
     inference_precision: str = "fp32"
@@ -105,18 +106,10 @@ class Splade(torch.nn.Module):
             write_records(tmp, self.records())
             save_transformer(tmp, self.tokenizer, self.mlm)
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        """What ``save_pretrained`` records: the kind, and the settings in ``ance_ir_splade.json``."""
-        return kind_records(self.kind, CONFIG_NAME, self.settings)
-
     @property
     def settings(self) -> dict[str, int]:
         """What ``ance_ir_splade.json`` records (and an impact index's ``meta.json``)."""
         return {"query_max_length": self.query_max_length, "passage_max_length": self.passage_max_length}
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     def tokenize(self, texts: Sequence[str], max_length: int) -> Mapping[str, torch.Tensor]:
         """Texts cut at ``max_length`` tokens, padded to the longest."""
