@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from test_train_run import events, toy_config, training_records
 
-from ance_ir.data.corpus import iter_corpus
+from ance_ir.data.corpus import corpus_texts
 from ance_ir.encode.corpus_encoder import encode_corpus
 from ance_ir.index import load_dense_index, stored_vectors
 from ance_ir.modeling import DenseEncoder
@@ -107,7 +107,7 @@ def test_adore_trains_the_query_tower_only_and_resumes_bit_identically(toy, toy_
     assert any(not torch.equal(query[name], initial[name]) for name in query)
     # the saved model's passage tower still encodes the passages as the index holds them
     index = load_dense_index(toy_index)
-    texts = {p.docid: p.text for p in iter_corpus(toy / "corpus.jsonl")}
+    texts = corpus_texts(toy / "corpus.jsonl")
     model = DenseEncoder.from_pretrained(straight / "final")
     np.testing.assert_allclose(model.encode_passages([texts[d] for d in index.docids]), stored_vectors(index),
                                atol=1e-5)

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import TOY_PASSAGES, TOY_QRELS, TOY_TOPICS, assert_refused, run_main
 
-from ance_ir.data import iter_corpus, output_lock
+from ance_ir.data import corpus_texts, iter_corpus, output_lock
 from ance_ir.expand import judged_queries, queries_path, work_folder
 from ance_ir.expand.__main__ import main
 from ance_ir.modeling.kinds import load_model
@@ -132,7 +132,7 @@ def test_judged_queries_expand_the_relevant_passages_with_their_topics_text(toy,
     assert relevant == {"d1": [TOY_TOPICS["q1"]], "d3": [TOY_TOPICS["q2"]], "d5": [TOY_TOPICS["q3"]],
                         "d6": [TOY_TOPICS["q3"]]}
     assert read_generated_queries(queries_path(out)) == {d: relevant.get(d, []) for d in TOY_PASSAGES}
-    contents = {p.docid: p.text for p in iter_corpus(out)}
+    contents = corpus_texts(out)
     assert contents == {d: " ".join([t, *relevant.get(d, [])]) for d, t in TOY_PASSAGES.items()}
     assert "8 passages, 4 expanded with 4 queries" in err
     both = judged_queries({"q1": "cat  mat", "q2": "cat mat", "q3": "dog"}, {"q1": {"d": 1}, "q2": {"d": 2},

@@ -20,7 +20,7 @@ from conftest import TOY_QRELS, TOY_TOPICS, interrupt_at_call
 from safetensors.torch import load_file
 
 from ance_ir.cli import Terminated
-from ance_ir.data import InputError, iter_corpus, read_groups
+from ance_ir.data import InputError, corpus_texts, iter_corpus, read_groups
 from ance_ir.modeling import DenseEncoder
 from ance_ir.plot import plot_runs
 from ance_ir.train import RefreshJob, TrainConfig, build_config, list_checkpoints, read_log, refresh_checkpoint, train
@@ -633,7 +633,7 @@ def test_a_denoising_refresh_leaves_out_what_the_cross_encoder_scores_high(strai
     plain = refresh_checkpoint(checkpoint, RefreshJob.from_config(toy_config(toy, tmp_path / "plain")),
                                RunDir(tmp_path / "plain"), torch.device("cpu"), "sync")
     mined = NegativesStore(RunDir(tmp_path / "plain").negatives).load(plain["negatives_version"])
-    texts = {p.docid: p.text for p in iter_corpus(toy / "corpus.jsonl")}
+    texts = corpus_texts(toy / "corpus.jsonl")
     queries = {qid: text for qid, text in (line.split("\t") for line in
                                            (toy / "topics.tsv").read_text().splitlines())}
     model = load_model(ranker)

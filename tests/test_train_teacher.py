@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_train_run import events, toy_config, training_records
 
-from ance_ir.data.corpus import iter_corpus
+from ance_ir.data.corpus import corpus_texts, iter_corpus
 from ance_ir.encode.corpus_encoder import encode_corpus
 from ance_ir.modeling import DenseEncoder
 from ance_ir.train import train
@@ -42,7 +42,7 @@ def settings(index: Path, **more) -> dict:
 
 def test_teacher_scores_are_its_encoders_dot_products(toy, teacher_index):
     docids = [p.docid for p in iter_corpus(toy / "corpus.jsonl")]
-    texts = {p.docid: p.text for p in iter_corpus(toy / "corpus.jsonl")}
+    texts = corpus_texts(toy / "corpus.jsonl")
     teacher = DenseTeacher(str(teacher_index), QUERIES, docids, torch.device("cpu"))
     encoder = teacher_encoder(toy)
     queries = encoder.encode_queries([QUERIES["q2"], QUERIES["q1"]])
