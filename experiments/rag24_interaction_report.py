@@ -35,9 +35,11 @@ def per_query_of(paths: list[Path]) -> dict[str, dict[str, list[float]]] | None:
     return values
 
 
-def cell(seed_means: list[float]) -> str:
-    mean = statistics.fmean(seed_means)
-    return f"{mean:.4f} ± {statistics.stdev(seed_means):.4f}" if len(seed_means) > 1 else f"{mean:.4f}"
+def cell(seed_values: list[float], digits: int = 4) -> str:
+    """A table cell: the mean ± the standard deviation over seeds, or the one seed's value."""
+    mean = statistics.fmean(seed_values)
+    spread = f" ± {statistics.stdev(seed_values):.{digits}f}" if len(seed_values) > 1 else ""
+    return f"{mean:.{digits}f}{spread}"
 
 
 def _size(entry: dict) -> tuple[str, str, str]:

@@ -11,6 +11,7 @@ from ance_ir.eval import evaluate, evaluate_per_query
 from ance_ir.fusion.tune import cross_validated_interpolation
 from ance_ir.train import read_log
 from bench.common import write_section
+from experiments.rag24_interaction_report import cell
 from experiments.rag24_table1 import BM25_RUNS, FAMILIES, ROOT, kept_file, reported_rows, run_file, times_file
 
 DEPTH = 100  # hits kept per query in the committed dense runs
@@ -32,12 +33,6 @@ def fuse_with_bm25(family: str, row: str, seed: int) -> list[float]:
     tuned = cross_validated_interpolation(bm25, dense, resolve_qrels("rag24-mini-test"), FOLDS, depth=DEPTH, k=DEPTH)
     write_run(tuned.run, run_file(family, f"hybrid-{row}", seed, "test"), tag=f"{family}-hybrid-{row}")
     return tuned.fold_alphas
-
-
-def cell(values: list[float], digits: int = 3) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def per_query_ndcg(family: str, row: str, seeds: list[int] | None) -> dict[str, float]:
@@ -143,7 +138,7 @@ def report(family: str, seeds: list[int], output: str | None) -> None:
     lines = ["| row | nDCG@10 | MRR@10 | R@100 | nDCG@10 (NIST) | train wall time (s) |",
              "| --- | --- | --- | --- | --- | --- |"]
     for name, per_seed, walls in rows:
-        values = [cell([m[k] for m in per_seed]) for k in keys]
+        values = [cell([m[k] for m in per_seed], 3) for k in keys]
         lines.append(f"| {name} | " + " | ".join(values) + f" | {cell(walls, 0) if walls else '–'} |")
     body = (f"### Family `{family}` (seeds {', '.join(map(str, seeds))}; best dense row on train nDCG@10: "
             f"{label})\n\n" + "\n".join(lines) + "\n\n"
