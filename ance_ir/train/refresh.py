@@ -158,6 +158,8 @@ def refresh_checkpoint(checkpoint: Path, job: RefreshJob, run: RunDir, device: t
     vectors, encoding = refreshed_vectors(encoder, job, run, step, show_progress=job.progress and mode == "sync",
                                           report=report if mode == "async" else None)
     lap("encode_s")
+    if device.type == "cuda":  # the encoding's cached blocks back to the GPU, which faiss allocates the index from
+        torch.cuda.empty_cache()
     index = passage_index(vectors, job.docids, job.index_type)  # [N, m, D] (ME-BERT): m rows per passage
     index.use_device(device)
     lap("index_s")
