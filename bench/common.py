@@ -9,12 +9,20 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 
-from ance_ir.data import atomic_write
+from ance_ir.data import Passage, atomic_write, iter_corpus
 from bench import AVX2_CAPS
 
 _SIMD_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def first_passages(corpus: str, limit: int) -> list[Passage]:
+    """The first ``limit`` passages of ``corpus`` (a name or a file), read no further."""
+    from ance_ir.datasets import resolve_corpus
+
+    return list(islice(iter_corpus(resolve_corpus(corpus)), limit))
 
 
 def _cpuinfo() -> str:

@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 
 import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
-from ance_ir.data import iter_corpus
-from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder
-from bench.common import alternating_medians, device_label, load_average, provenance, publish
+from bench.common import alternating_medians, device_label, first_passages, load_average, provenance, publish
 
 
 def two_passes(model: DenseEncoder, texts: list[str], batch_size: int) -> None:
@@ -46,7 +44,7 @@ def main() -> None:
     parser.add_argument("--output", help="Markdown file to update")
     args = parser.parse_args()
     load = load_average()
-    texts = [p.text for _, p in zip(range(args.limit), iter_corpus(resolve_corpus("rag24-mini")), strict=False)]
+    texts = [p.text for p in first_passages("rag24-mini", args.limit)]
     model = DenseEncoder.from_pretrained(args.model, passage_max_length=256)
     seconds = alternating_medians({"two passes": lambda: two_passes(model, texts, args.batch_size),
                                    "one pass": lambda: one_pass(model, texts, args.batch_size)}, args.repeats)

@@ -22,10 +22,8 @@ import numpy as np
 import torch
 
 import ance_ir  # noqa: F401
-from ance_ir.data import iter_corpus
-from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder, model_precision
-from bench.common import alternating_medians, device_label, load_average, provenance, publish
+from bench.common import alternating_medians, device_label, first_passages, load_average, provenance, publish
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -196,7 +194,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     load_before = load_average()
-    texts = [p.text for _, p in zip(range(args.limit), iter_corpus(resolve_corpus(args.corpus)), strict=False)]
+    texts = [p.text for p in first_passages(args.corpus, args.limit)]
     encoder = DenseEncoder.from_pretrained(args.model)
     reference = encoder.encode_passages(texts[:args.batch_size])
     label = device_label("cpu")

@@ -16,13 +16,12 @@ import numpy as np
 import torch
 
 import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
-from ance_ir.data import iter_corpus
-from ance_ir.datasets import resolve_corpus, resolve_qrels, resolve_topics
+from ance_ir.datasets import resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.index import DenseIndex, build_index
 from ance_ir.modeling import DenseEncoder, model_precision
 from ance_ir.search import DenseSearcher
-from bench.common import device_label, load_average, provenance, publish
+from bench.common import device_label, first_passages, load_average, provenance, publish
 
 TOLERANCE = 0.005  # the default precision must keep nDCG@10 within this of fp32
 
@@ -66,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
 
     load_before = load_average()
-    passages = list(iter_corpus(resolve_corpus(args.corpus)))[:args.limit]
+    passages = first_passages(args.corpus, args.limit)
     texts, docids = [p.text for p in passages], [p.docid for p in passages]
     topics, qrels = resolve_topics(args.topics), resolve_qrels(args.qrels)
     overrides = {"pooling": args.pooling} if args.pooling else {}

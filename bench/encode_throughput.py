@@ -27,12 +27,11 @@ import torch
 
 import ance_ir  # noqa: F401  (bootstraps Java before Pyserini is imported)
 from ance_ir.cli import child_env
-from ance_ir.data import iter_corpus
-from ance_ir.datasets import resolve_corpus
 from ance_ir.modeling import DenseEncoder, resolve_model_path, resolve_precision
 from bench.common import (
     alternating_medians,
     device_label,
+    first_passages,
     importable,
     load_average,
     peak_rss_mib,
@@ -94,12 +93,7 @@ def describe(name: str, device: str) -> str:
 
 def subset(corpus: str, limit: int) -> list[tuple[str, str]]:
     """The first ``limit`` (docid, text) pairs of the corpus."""
-    out = []
-    for passage in iter_corpus(resolve_corpus(corpus)):
-        if len(out) == limit:
-            break
-        out.append((passage.docid, passage.text))
-    return out
+    return [(p.docid, p.text) for p in first_passages(corpus, limit)]
 
 
 def write_subset(passages: list[tuple[str, str]], path: Path) -> None:

@@ -23,10 +23,9 @@ from itertools import cycle
 import torch
 
 from ance_ir.cli import positive_int
-from ance_ir.data import iter_corpus
-from ance_ir.datasets import resolve_corpus, resolve_topics
+from ance_ir.datasets import resolve_topics
 from ance_ir.modeling.kinds import load_model
-from bench.common import alternating_medians, device_label, load_average, provenance, publish
+from bench.common import alternating_medians, device_label, first_passages, load_average, provenance, publish
 
 
 @contextmanager
@@ -63,8 +62,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     load_before = load_average()
-    corpus = iter_corpus(resolve_corpus(args.corpus))
-    texts = [next(corpus).text for _ in range(args.limit)]
+    texts = [p.text for p in first_passages(args.corpus, args.limit)]
     queries = [q for q, _ in zip(cycle(resolve_topics(args.topics).values()), texts, strict=False)]
     torch.manual_seed(0)
     models = {

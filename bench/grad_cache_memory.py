@@ -27,22 +27,16 @@ def child(model: str, device: str, batch: int, chunk: int, steps: int, corpus: s
     """One configuration's measurement (run in a fresh process)."""
     import torch
 
-    from ance_ir.data import iter_corpus
-    from ance_ir.datasets import resolve_corpus
     from ance_ir.modeling import DenseEncoder
     from ance_ir.train.collator import Batch, Collator, Group, in_batch_mask
     from ance_ir.train.grad_cache import grad_cache_loss
     from ance_ir.train.loss import LOSSES, dense_group_scores
     from ance_ir.train.modeling import DualEncoderModule
     from ance_ir.train.trainer import device_passage_buckets
-    from bench.common import peak_rss_mib
+    from bench.common import first_passages, peak_rss_mib
 
     torch.manual_seed(0)
-    passages = []
-    for passage in iter_corpus(resolve_corpus(corpus)):
-        passages.append((passage.docid, passage.text))
-        if len(passages) == 2 * batch:
-            break
+    passages = [(p.docid, p.text) for p in first_passages(corpus, 2 * batch)]
     texts = dict(passages)
     queries = {docid: " ".join(text.split()[:12]) for docid, text in passages[:batch]}
     groups = [Group(passages[i][0], passages[i][0], (passages[i + batch][0],)) for i in range(batch)]

@@ -15,15 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from itertools import islice
 from pathlib import Path
 
 import torch
 
 from ance_ir.cli import positive_int
-from ance_ir.data import iter_corpus
-from ance_ir.datasets import resolve_corpus, resolve_topics
-from bench.common import alternating_medians, load_average, provenance, publish, timed
+from ance_ir.datasets import resolve_topics
+from bench.common import alternating_medians, first_passages, load_average, provenance, publish, timed
 
 
 def main() -> None:
@@ -52,7 +50,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     load_before = load_average()
     model = load_model(args.model, "splade")
-    passages = list(islice(iter_corpus(resolve_corpus(args.corpus)), args.passages))
+    passages = first_passages(args.corpus, args.passages)
     texts = [p.text for p in passages]
     auto = resolve_precision("auto", "cpu")
     model.encode_passages(texts[:args.batch_size])  # warm-up
