@@ -74,7 +74,8 @@ def main() -> None:
     parser.add_argument("--output", help="Markdown file to update")
     args = parser.parse_args()
 
-    from ance_ir.index.token_index import index_bytes, load_token_index
+    from ance_ir.index.records import folder_bytes
+    from ance_ir.index.token_index import load_token_index
     from ance_ir.search.tokens import TokenSearcher, model_for_index
 
     torch.set_num_threads(args.threads)
@@ -99,7 +100,7 @@ def main() -> None:
             bits = (index.meta.get("compression") or {}).get("bits")
             lines += [f"#### {'uncompressed (fp16)' if bits is None else f'{bits}-bit residuals'}: "
                       f"{len(index)} passages, {index.meta['tokens']:,} token vectors of dimension {index.dim}, "
-                      f"{len(index.centroids)} centroids, {index_bytes(folder) / 2 ** 20:.1f} MiB",
+                      f"{len(index.centroids)} centroids, {folder_bytes(folder) / 2 ** 20:.1f} MiB",
                       "",
                       f"Query encoding, one at a time: {encode_ms:.1f} ms per query (not in the times below).",
                       "",

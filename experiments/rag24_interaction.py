@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ance_ir.index.records import folder_bytes
 from experiments.rag24_table1 import BM25_RUNS, ROOT, py, sh
 
 HITS = 100
@@ -185,10 +186,6 @@ def record(backbone: str, system: str, **values: float) -> None:
 
 def speed_file(backbone: str) -> Path:
     return ROOT / "runs" / "rag24" / "interaction" / backbone / "speed.json"
-
-
-def folder_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def speed(backbone: str, seed: int, repeats: int, only: list[str] | None = None) -> None:

@@ -28,6 +28,7 @@ from ance_ir.data import read_run
 from ance_ir.datasets import resolve_qrels, resolve_topics
 from ance_ir.eval import evaluate
 from ance_ir.fusion.tune import best_alpha, sweep_alpha
+from ance_ir.index.records import folder_bytes
 from bench.common import write_section
 from experiments.rag24_table1 import ROOT, py, sh
 
@@ -177,8 +178,7 @@ def index_stats(index: Path) -> dict[str, float]:
     reader = LuceneIndexReader(str(index))
     passages = reader.stats()["documents"]
     postings = sum(term.df for term in reader.terms())
-    size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
-    return {"index_bytes": size, "passages": passages, "postings_per_passage": postings / passages}
+    return {"index_bytes": folder_bytes(index), "passages": passages, "postings_per_passage": postings / passages}
 
 
 def tuned_parameters(index: Path, query_weights: str | None) -> tuple[float, float, list[dict[str, float]]]:

@@ -27,7 +27,8 @@ from conftest import (
 
 from ance_ir.data import InputError, read_run
 from ance_ir.index.compress import compress_index, decompress, pack, unpack
-from ance_ir.index.token_index import index_bytes, load_token_index
+from ance_ir.index.records import folder_bytes
+from ance_ir.index.token_index import load_token_index
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.colbert import ColBERT
 from ance_ir.modeling.kinds import load_model, saved_kind
@@ -339,7 +340,7 @@ def test_compression_keeps_vectors_close_and_small(token_index, tmp_path):
     vectors_bytes = (token_index / "vectors.npy").stat().st_size
     residual_bytes = (tmp_path / "2bit" / "residuals.npy").stat().st_size
     assert residual_bytes - 128 < (vectors_bytes - 128) / 8 + 1  # 2 bits against 16 a dimension (minus headers)
-    assert index_bytes(tmp_path / "2bit") < index_bytes(token_index)
+    assert folder_bytes(tmp_path / "2bit") < folder_bytes(token_index)
 
 
 def test_search_and_rerank_with_a_compressed_index_and_the_model(saved, collection, token_index, tmp_path):

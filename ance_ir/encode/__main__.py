@@ -51,7 +51,8 @@ from ance_ir.datasets import resolve_corpus
 from ance_ir.encode.corpus_encoder import Shard, encode_corpus
 from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
 from ance_ir.index import INDEX_TYPES, DenseIndex, merge_indexes
-from ance_ir.index.token_index import TokenIndex, index_bytes
+from ance_ir.index.records import folder_bytes
+from ance_ir.index.token_index import TokenIndex
 
 if TYPE_CHECKING:
     import torch
@@ -72,7 +73,7 @@ def _report(dense: DenseIndex | TokenIndex | dict, output: str) -> None:
         return
     if isinstance(dense, TokenIndex):
         print(f"wrote {dense.folder}: {len(dense)} passages, {dense.meta['tokens']} token vectors of dimension "
-              f"{dense.dim}, {dense.meta['centroids']} centroids, {index_bytes(dense.folder) / 2 ** 20:.1f} MiB",
+              f"{dense.dim}, {dense.meta['centroids']} centroids, {folder_bytes(dense.folder) / 2 ** 20:.1f} MiB",
               file=sys.stderr)
         return
     params = ", ".join(f"{k}={v}" for k, v in dense.meta["index_params"].items())

@@ -20,10 +20,9 @@ from ance_ir.index.impact import (
     COLLECTION,
     LUCENE,
     check_vector_collection,
-    folder_bytes,
     vector_line,
 )
-from ance_ir.index.records import META_FILE
+from ance_ir.index.records import META_FILE, folder_bytes
 from ance_ir.modeling.inference import nested_progress
 from ance_ir.modeling.splade import DEFAULT_SCALE, quantize
 

@@ -20,7 +20,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ance_ir.cli import ArgumentParser, check_apart, check_new_folder, positive_int, run_cli
-from ance_ir.index.token_index import TokenIndex, index_bytes, load_token_index, write_token_index
+from ance_ir.index.records import folder_bytes
+from ance_ir.index.token_index import TokenIndex, load_token_index, write_token_index
 
 BITS = (1, 2)
 _BLOCK = 65_536
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     check_new_folder(args.output, args.force)
     check_apart(args.output, [args.index], [args.index])
     compressed = compress_index(args.index, args.output, args.bits, args.sample, show_progress=not args.quiet)
-    before, after = index_bytes(args.index), index_bytes(args.output)
+    before, after = folder_bytes(args.index), folder_bytes(args.output)
     print(f"wrote {args.output}: {compressed.meta['tokens']} token vectors, {args.bits}-bit residuals; "
           f"{after / 2 ** 20:.1f} MiB against {before / 2 ** 20:.1f} MiB uncompressed (fp16), ratio "
           f"{after / before:.3f} (1/{before / after:.1f})", file=sys.stderr)

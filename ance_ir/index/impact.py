@@ -79,8 +79,3 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
         raise InputError(path, f"names no {missing[0]!r} (an impact index records its model)")
     check_model_record(path, meta)
     return meta
-
-
-def folder_bytes(folder: Path) -> int:
-    """Total size of the files under ``folder``."""
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())

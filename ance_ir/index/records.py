@@ -32,6 +32,11 @@ def index_record(folder: str | Path) -> dict[str, Any] | None:
         return None
 
 
+def folder_bytes(folder: str | Path) -> int:
+    """Bytes on disk of the files under ``folder`` (an index's size)."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
 def index_identity(folder: Path) -> dict[str, Any]:
     """What tells an index folder encoded again in place from the one it was: its ``meta.json``'s sha256, or for a
     folder without one (a Pyserini-built dense index) its files' sizes and modification times."""

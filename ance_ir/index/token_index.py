@@ -241,8 +241,3 @@ def _check_arrays(folder: Path, meta: dict, arrays: dict[str, np.ndarray], compr
     if len(codes) and int(codes.max()) >= len(centroids):
         raise InputError(folder / CODES_FILE, f"holds centroid id {int(codes.max())}, but the index has "
                                               f"{len(centroids)} centroids (ids 0 to {len(centroids) - 1})")
-
-
-def index_bytes(folder: str | Path) -> int:
-    """Bytes on disk of an index folder's files."""
-    return sum(p.stat().st_size for p in Path(folder).iterdir() if p.is_file())
