@@ -122,6 +122,9 @@ def test_normalising_scores_near_the_float_limits_keeps_every_document():
     assert interpolate(small, huge, 1.0, 1.0, normalize=True)["q1"] == [("d1", 2.0), ("d2", 0.0), ("d3", 0.0)]
     assert min_max_scores(huge) == {"q1": {"d1": 1.0, "d2": 0.0}}
     assert average([huge, small], depth=None, k=None, normalize=True)["q1"][0] == ("d1", 1.0)
+    tiny = {"q1": [("d1", 5e-324), ("d2", 0.0)]}  # the smallest float above 0: halved, it would be 0
+    assert min_max_scores(tiny) == {"q1": {"d1": 1.0, "d2": 0.0}}
+    assert interpolate(tiny, small, 1.0, 0.0, normalize=True)["q1"][:2] == [("d1", 1.0), ("d2", 0.0)]
 
 
 def test_rrf_by_hand():

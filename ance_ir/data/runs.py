@@ -270,6 +270,7 @@ def min_max_scores(run: Run, depth: int | None = None) -> dict[str, dict[str, fl
         if not hits:
             continue
         low, high = min(s for _, s in hits), max(s for _, s in hits)
-        # halves: exact, and no overflow for scores near the float64 limits
-        out[qid] = {docid: (s / 2 - low / 2) / (high / 2 - low / 2) if high > low else 1.0 for docid, s in hits}
+        scale = 1.0 if math.isfinite(high - low) else 0.5  # halves where max - min overflows (near the float limits)
+        out[qid] = {docid: (s * scale - low * scale) / (high * scale - low * scale) if high > low else 1.0
+                    for docid, s in hits}
     return out

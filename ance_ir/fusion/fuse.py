@@ -95,17 +95,23 @@ def weighted_sum_tables(runs: Sequence[RunTable], weights: Sequence[float], dept
     fused = None
     for head, rows, weight in zip(heads, pairs.rows, weights, strict=True):
         fill, span = np.zeros(pairs.queries), np.ones(pairs.queries)  # a query the run lacks fills with 0
+        scale = np.ones(pairs.queries)
         starts = head.starts()
         if len(head):
             listed = pairs.query[rows[starts[:-1]]]
             fill[listed] = np.minimum.reduceat(head.scores, starts[:-1])
-            if normalize:  # halves throughout: exact, and no overflow for scores near the float64 limits
-                span[listed] = np.maximum.reduceat(head.scores, starts[:-1]) / 2 - fill[listed] / 2
+            if normalize:
+                high = np.maximum.reduceat(head.scores, starts[:-1])
+                with np.errstate(over="ignore"):  # halves where max - min overflows (scores near the float limits)
+                    scale[listed] = np.where(np.isfinite(high - fill[listed]), 1.0, 0.5)
+                span[listed] = high * scale[listed] - fill[listed] * scale[listed]
         side = fill[pairs.query]
         side[rows] = head.scores
         if normalize:
-            flat = (span == 0)[pairs.query]  # the pairs of queries whose list has one score
-            side = np.where(flat, 0.0, (side / 2 - fill[pairs.query] / 2) / np.where(span > 0, span, 1.0)[pairs.query])
+            query = pairs.query
+            flat = (span == 0)[query]  # the pairs of queries whose list has one score
+            side = np.where(flat, 0.0, (side * scale[query] - fill[query] * scale[query])
+                            / np.where(span > 0, span, 1.0)[query])
             side[rows[flat[rows]]] = 1.0
         fused = weight * side if fused is None else fused + weight * side  # as w1 * s1 + w2 * s2 sums (-0.0 kept)
     return pairs.ranked(fused if fused is not None else np.zeros(pairs.count), k)

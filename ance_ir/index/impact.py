@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ance_ir.data import InputError
-from ance_ir.data.lines import decode_line
+from ance_ir.data.lines import decode_line, read_json_object
 from ance_ir.index.records import META_FILE, check_model_record, index_record
 
 COLLECTION = "collection"
@@ -71,8 +71,13 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / META_FILE
     if not Path(folder).is_dir():
         raise InputError(folder, "no such impact index folder")
-    meta = index_record(folder)
-    if meta is None or meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
+    try:
+        meta = read_json_object(path)
+    except InputError as e:
+        raise InputError(path, f"not an impact index record ({e.reason})", e.line) from None
+    except OSError as e:
+        raise InputError(path, f"not an impact index record ({e.strerror or e})") from None
+    if meta.get("index") != "impact" or not (Path(folder) / LUCENE).is_dir():
         raise InputError(folder, "not an impact index (meta.json index 'impact' and a lucene/ folder)")
     missing = [key for key in ("encoder", "kind", "encoder_config") if key not in meta]
     if missing:

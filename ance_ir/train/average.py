@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     check_new_folder(args.output, args.force)
     check_apart(args.output, [], models=args.models)
     load_cli_plugins(args.imports)
-    shares = weight_shares(args.weights, len(args.models))
-    model = average_models(args.models, shares, args.kind)
+    shares = weight_shares(args.weights, len(args.models))  # bad weights refused before any model loads
+    model = average_models(args.models, args.weights, args.kind)  # with the same shares
     save_average(model, args.output, args.models, shares)
     print(f"wrote {args.output}: a {model.kind} model averaging {len(args.models)} models", file=sys.stderr)
     return 0

@@ -645,6 +645,10 @@ CASES = {
                             "argument --bits: invalid choice"),
     "rewrite-missing-index": Case("index.rewrite", "--index {T}/nope --output {T}/c.jsonl", "{T}/nope",
                                   "no such impact index folder"),
+    "rewrite-impact-record-not-json": Case(
+        "index.rewrite", "--index {T}/imp --output {T}/c.jsonl", "{T}/imp/meta.json:2",
+        "not an impact index record (not valid JSON",
+        {"imp": None, "imp/lucene": None, "imp/meta.json": '{"index": "impact"\n'}),
     "rewrite-dense-index": Case("index.rewrite", "--index {W}/dense --output {T}/c.jsonl", "{W}/dense",
                                 "not an impact index"),
     "rewrite-output-is-a-folder": Case("index.rewrite", "--index {W}/dense --output {T}/c", "{T}/c", "is a folder",
