@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ance_ir.data import InputError, atomic_directory
-from ance_ir.data.lines import read_text
+from ance_ir.data.lines import read_json_object, read_text
 from ance_ir.data.resume import slow_bar
 from ance_ir.index.dense_index import DOCID_FILE, check_docid, check_docid_lines, load_array
 from ance_ir.index.records import META_FILE, check_model_record, index_record
@@ -202,9 +202,11 @@ def load_token_index(folder: str | Path) -> TokenIndex:
     meta_path = folder / META_FILE
     if not folder.is_dir():
         raise InputError(folder, "no such token index folder")
-    meta = index_record(folder)
-    if meta is None or meta.get("index_type") != INDEX_TYPE:
-        raise InputError(meta_path, "not a token index (no meta.json with index_type: tokens)")
+    if not meta_path.is_file():
+        raise InputError(meta_path, "missing: not a token index (its meta.json says index_type: tokens)")
+    meta = read_json_object(meta_path)
+    if meta.get("index_type") != INDEX_TYPE:
+        raise InputError(meta_path, f"index_type {meta.get('index_type')!r}: not a token index (index_type: tokens)")
     check_model_record(meta_path, meta)
     compressed = meta.get("compression") is not None
     needed = (DOCID_FILE, DOCLENS_FILE, CENTROIDS_FILE, CODES_FILE, RESIDUALS_FILE if compressed else VECTORS_FILE)

@@ -641,6 +641,11 @@ CASES = {
                                    "no such token index folder"),
     "compress-dense-index": Case("index.compress", "--index {W}/dense --output {T}/c", "{W}/dense/meta.json",
                                  "not a token index"),
+    "compress-token-record-not-json": Case(
+        "index.compress", "--index {T}/tok --output {T}/c", "{T}/tok/meta.json:2", "not valid JSON",
+        {"tok": None, "tok/meta.json": '{"index_type": "tokens"\n'}),
+    "compress-folder-without-record": Case("index.compress", "--index {T}/tok --output {T}/c", "{T}/tok/meta.json",
+                                           "missing: not a token index", {"tok": None}),
     "compress-bits-3": Case("index.compress", "--index {W}/dense --output {T}/c --bits 3", "",
                             "argument --bits: invalid choice"),
     "rewrite-missing-index": Case("index.rewrite", "--index {T}/nope --output {T}/c.jsonl", "{T}/nope",
