@@ -66,6 +66,7 @@ def test_plugin_components_train_encode_and_search(plugin_config, toy_collection
     losses = [r["loss"] for r in map(json.loads, run.log.read_text().splitlines()) if "loss" in r]
     assert len(losses) == 4 and all(np.isfinite(losses))
     assert saved_kind(run.final) == "test-maxpool"
+    assert not (run.final / "modules.json").exists()  # no sentence-transformers files that would pool otherwise
 
     # the sampler drew from the plugin source: each query's top passages by shared words, judged ones removed
     load_plugins(FILES)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from ance_ir.cli import (
     ArgumentParser,
     add_import_argument,
+    check_apart,
     check_output,
     fill_defaults,
     given_flags,
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     corpus = resolve_corpus(args.corpus)
     if corpus.resolve() in (output.resolve(), queries_path(output).resolve()):
         raise InputError(output, "is the corpus itself; write the expanded corpus to another file")
+    for written in (output, queries_path(output)):
+        check_apart(written, [args.topics, args.qrels], models=[args.generator] if args.generator else ())
     check_outputs(output, args.force)
     load_cli_plugins(args.imports)
     from ance_ir.data import sha256_file

@@ -476,6 +476,12 @@ CASES = {
     "expand-output-is-the-corpus": Case("expand", EXPAND.replace("{W}/corpus.jsonl", "{T}/c.jsonl")
                                         .replace("{T}/x.jsonl", "{T}/c.jsonl") + " --force", "{T}/c.jsonl",
                                         "is the corpus itself", {"c.jsonl": '{"id": "d1", "contents": "x"}\n'}),
+    "expand-output-is-its-qrels": Case("expand", JUDGED.replace("{W}/qrels.txt", "{T}/q.txt").replace(
+        "{T}/x.jsonl", "{T}/q.txt") + " --force", "{T}/q.txt", "is the input {T}/q.txt",
+        {"q.txt": "q1 0 d1 1\n"}),
+    "expand-queries-file-is-its-topics": Case("expand", JUDGED.replace("{W}/topics.tsv", "{T}/x.jsonl.queries.jsonl")
+                                              + " --force", "{T}/x.jsonl.queries.jsonl", "is the input",
+                                              {"x.jsonl.queries.jsonl": "q1\tx\n"}),
     "expand-tsv-output": Case("expand", EXPAND.replace("x.jsonl", "x.tsv"), "{T}/x.tsv",
                               "the expanded corpus is JSONL"),
     "expand-topics-without-qrels": Case("expand", JUDGED.replace(" --qrels {W}/qrels.txt", ""), "",

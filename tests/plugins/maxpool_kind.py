@@ -9,6 +9,7 @@ from ance_ir.modeling.kinds import register_model_kind
 @register_model_kind
 class MaxPoolEncoder(DenseEncoder):
     kind = "test-maxpool"
+    sentence_transformers = False  # sentence-transformers' files would pool with CLS
 
     def _embed(self, tower, batch):
         batch = {k: v.to(self.device) for k, v in batch.items()}
