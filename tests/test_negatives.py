@@ -520,6 +520,48 @@ def test_cli_interrupted_retrieval_resumes_from_kept_chunks(lucene, broad, tmp_p
     assert not (tmp_path / "failed.jsonl.gz.partial").exists()
 
 
+def test_cli_kept_chunks_one_writer_a_damaged_chunk_and_an_interrupt_while_mining(lucene, broad, tmp_path,
+                                                                                   monkeypatch):
+    """A second writer of the same output is refused at once; a kept chunk that cannot be read names the folder to
+    delete; a Ctrl-C after every chunk was retrieved says the chunks are kept, and the rerun uses them."""
+    import ance_ir.negatives.mining as mining
+    import ance_ir.negatives.resume as resume
+    from ance_ir.data import output_lock
+
+    monkeypatch.setattr(resume, "QUERY_CHUNK", 1)
+    args = ["--topics", str(broad["topics"]), "--qrels", str(broad["qrels"]), "--corpus", str(broad["corpus"]),
+            "--source", "bm25", "--index", str(lucene), "--quiet"]
+    out, partial = tmp_path / "groups.jsonl", tmp_path / "groups.jsonl.partial"
+    with output_lock(out), pytest.raises(InputError, match="another process .* is writing this output"):
+        main([*args, "--output", str(out)])
+
+    original = mining.mine
+
+    def interrupted(*given, **settings):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mining, "mine", interrupted)
+    kept = f"interrupted while mining and writing the groups: every chunk is finished and kept in {partial}"
+    with pytest.raises(KeyboardInterrupt, match=re.escape(kept)):
+        main([*args, "--output", str(out)])
+    chunk = partial / "ranking-00001.jsonl"
+    whole = chunk.read_bytes()
+    chunk.write_bytes(whole[:len(whole) // 2])
+    monkeypatch.setattr(mining, "mine", original)
+    with pytest.raises(InputError, match=re.escape(f"{partial}: chunk 1 kept here cannot be read")):
+        main([*args, "--output", str(out)])
+    assert not out.exists()
+
+    with pytest.raises(KeyboardInterrupt):  # kept again, whole this time
+        monkeypatch.setattr(mining, "mine", interrupted)
+        main([*args, "--output", str(out)])
+    monkeypatch.setattr(mining, "mine", original)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(BM25Source, "retrieve", lambda self, queries, depth: calls.append(list(queries)))
+    assert main([*args, "--output", str(out)]) == 0
+    assert calls == [] and not partial.exists()  # every ranking read back from the kept chunks
+
+
 def test_cli_a_source_that_computes_nothing_is_called_once(toy_collection, toy_run, tmp_path, monkeypatch):
     """A source with ``computes = False`` (the run file) gets every query in one call, chunks or not, and leaves
     no resume folder; a computing source is called chunk by chunk."""

@@ -85,8 +85,15 @@ class ChunkedJob(Generic[T, R]):
         self.done = self.reused = 0
 
     def chunk(self, number: int, items: list[T]) -> R:
-        """Chunk ``number`` of the job, ``items``: its kept result, else a new one, kept before it is returned."""
-        result = self.load(number, items)
+        """Chunk ``number`` of the job, ``items``: its kept result, else a new one, kept before it is returned;
+        InputError naming ``work`` for a kept chunk that cannot be read back (cut short on a full disk, say)."""
+        try:
+            result = self.load(number, items)
+        except InputError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise InputError(self.work, f"chunk {number} kept here cannot be read ({error}); delete {self.work} to "
+                                        "start over") from None
         if result is None:
             result = self.compute(items)
             _record_job(self.work, self.job)
@@ -115,13 +122,14 @@ class ChunkedJob(Generic[T, R]):
 
 
 @contextmanager
-def kept_on_interrupt(work: Path, phase: str) -> Iterator[None]:
+def kept_on_interrupt(work: Path, phase: str, after: Callable[[], bool] = lambda: True) -> Iterator[None]:
     """The phase after a chunked job's chunks (``phase``: building the index from them): a Ctrl-C or SIGTERM there
-    says that the finished chunks are kept in ``work`` and that a rerun goes on from them."""
+    says that the finished chunks are kept in ``work`` and that a rerun goes on from them. ``after()`` tells whether
+    the chunks were all finished when the interrupt came, for a block that makes them too."""
     try:
         yield
     except KeyboardInterrupt as error:
-        if str(error):  # already says what it left
+        if str(error) or not after():  # already says what it left, or came before the chunks were all made
             raise
         raise type(error)(f"interrupted while {phase}: every chunk is finished and kept in {work}; rerun the same "
                           "command to go on from them") from None

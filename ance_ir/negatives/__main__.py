@@ -28,8 +28,10 @@ Topics without qrels get pseudo labels with --pseudo-positives K: each query's t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
 from ance_ir.cli import (
     ArgumentParser,
@@ -47,6 +49,10 @@ from ance_ir.cli import (
     unit_float,
 )
 from ance_ir.negatives.sources import CANDIDATE_SOURCES, source_class
+
+if TYPE_CHECKING:
+    from ance_ir.data import TrainingGroup
+    from ance_ir.negatives.mining import MiningReport
 
 
 def build_parser() -> ArgumentParser:
@@ -150,9 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.output)
     check_apart(args.output, [args.topics, args.qrels, args.corpus, args.run], [args.index])
     load_cli_plugins(args.imports)
+    from ance_ir.data import output_lock
 
+    with output_lock(args.output):  # one writer, refused at once; the chunks and temporaries of a killed run are ours
+        return _negatives(args)
+
+
+def _negatives(args: argparse.Namespace) -> int:
     from ance_ir.data import write_groups
-    from ance_ir.data.resume import work_folder
+    from ance_ir.data.resume import kept_on_interrupt, work_folder
     from ance_ir.datasets import qrels_for_topics, resolve_corpus, resolve_qrels, resolve_topics
     from ance_ir.negatives.mining import build_groups, check_mining_params
     from ance_ir.negatives.resume import ChunkedRetrieval, retrieval_settings
@@ -178,32 +190,43 @@ def main(argv: list[str] | None = None) -> int:
     if qrels is None:
         raise ValueError(f"no qrels are known for {args.topics}; pass --qrels")
     corpus = resolve_corpus(args.corpus)
-    try:
-        groups, report = build_groups(
-            topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip, max_rank=args.max_rank,
-            margin=args.margin, relative_margin=args.relative_margin, min_positive_grade=args.min_positive_grade,
-            exclude_grade=args.exclude_grade, with_text=args.with_text,
-            progress=None if args.quiet else lambda line: print(f"{line} ...", file=sys.stderr),
-            pseudo_positives=args.pseudo_positives or 0, min_pseudo_score=args.min_pseudo_score,
-            grade_scores=args.grade_scores)
-    except Exception:  # only an interrupted retrieval is kept to resume
-        if isinstance(source, ChunkedRetrieval):
-            source.discard()
-        raise
+    chunked = isinstance(source, ChunkedRetrieval)
+    with kept_on_interrupt(source.work, "mining and writing the groups", lambda: source.complete) if chunked \
+            else contextlib.nullcontext():
+        try:
+            groups, report = build_groups(
+                topics, qrels, corpus, source, hits=args.hits, depth=args.depth, skip=args.skip,
+                max_rank=args.max_rank, margin=args.margin, relative_margin=args.relative_margin,
+                min_positive_grade=args.min_positive_grade, exclude_grade=args.exclude_grade, with_text=args.with_text,
+                progress=None if args.quiet else lambda line: print(f"{line} ...", file=sys.stderr),
+                pseudo_positives=args.pseudo_positives or 0, min_pseudo_score=args.min_pseudo_score,
+                grade_scores=args.grade_scores)
+        except Exception:  # only an interrupted retrieval is kept to resume
+            if chunked:
+                source.discard()
+            raise
+        _report(args, groups, report)
+        write_groups(args.output, groups)
+    shutil.rmtree(work_folder(args.output), ignore_errors=True)
+    mean = report.negatives / len(groups)
+    print(f"wrote {args.output}: {len(groups)} groups, {report.negatives} negatives ({mean:.1f} per group, "
+          f"{report.short} groups with fewer than {args.depth})", file=sys.stderr)
+    return 0
 
+
+def _report(args: argparse.Namespace, groups: list[TrainingGroup], report: MiningReport) -> None:
+    """Refuse a mining that made no group; say on stderr what the mining left out, and that the groups are written."""
     qrels_name = "the pseudo labels" if args.pseudo_positives else args.qrels or args.topics
     if not groups:
         raise ValueError(f"no training groups: no topic of {args.topics} has a passage of {args.corpus} judged "
                          f">= {args.min_positive_grade} in {qrels_name}")
-    if report.positives_not_in_corpus:
-        print(f"note: {report.positives_not_in_corpus} positives of {qrels_name} are not in the corpus; skipped",
-              file=sys.stderr)
-    if report.without_positive:
-        print(f"note: {report.without_positive} topics have no passage of the corpus judged >= "
-              f"{args.min_positive_grade}; no group for them", file=sys.stderr)
-    if report.candidates_not_in_corpus:
-        print(f"note: {report.candidates_not_in_corpus} candidates are not in the corpus; never used as negatives",
-              file=sys.stderr)
+    notes = [(report.positives_not_in_corpus, f"positives of {qrels_name} are not in the corpus; skipped"),
+             (report.without_positive, f"topics have no passage of the corpus judged >= {args.min_positive_grade}; "
+                                       "no group for them"),
+             (report.candidates_not_in_corpus, "candidates are not in the corpus; never used as negatives")]
+    for count, what in notes:
+        if count:
+            print(f"note: {count} {what}", file=sys.stderr)
     if report.without_candidates:
         print(f"note: the {args.source} source gave no candidates for {report.without_candidates} queries",
               file=sys.stderr)
@@ -212,12 +235,6 @@ def main(argv: list[str] | None = None) -> int:
               "no margin applied to them", file=sys.stderr)
     if not args.quiet:
         print(f"writing {len(groups)} groups to {args.output} ...", file=sys.stderr)
-    write_groups(args.output, groups)
-    shutil.rmtree(work_folder(args.output), ignore_errors=True)
-    mean = report.negatives / len(groups)
-    print(f"wrote {args.output}: {len(groups)} groups, {report.negatives} negatives ({mean:.1f} per group, "
-          f"{report.short} groups with fewer than {args.depth})", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ class ChunkedRetrieval(CandidateSource):
         self.work, self.chunk_size = work or work_folder(output), chunk_size or QUERY_CHUNK
         self.show_progress, self.desc = show_progress, desc or f"{source.name} candidates"
         self.name = source.name
-        self._opened = False
+        self._opened = self.complete = False  # complete: every chunk retrieved (and kept)
 
     def discard(self) -> None:
         """Remove the kept chunks after an error other than an interrupt (a rerun that fixes it starts afresh);
@@ -136,4 +136,5 @@ class ChunkedRetrieval(CandidateSource):
                         show_progress=self.show_progress and len(items) > self.chunk_size) as chunked:
             for number, chunk in enumerate(in_chunks(items, self.chunk_size)):
                 ranking.update(chunked.chunk(number, chunk))
+        self.complete = True
         return ranking
