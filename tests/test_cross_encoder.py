@@ -205,6 +205,9 @@ def test_a_stopped_run_resumes_exactly(toy_bert, collection, tmp_path):
         mine = load_file(RunDir(tmp_path / "paused").final / name)
         theirs = load_file(RunDir(tmp_path / "straight").final / name)
         assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine), name
+    card = (RunDir(tmp_path / "straight").final / "README.md").read_text()  # a cross-encoder indexes nothing
+    assert "evaluate with `python -m ance_ir.rerank` and `python -m ance_ir.eval`" in card
+    assert "ance_ir.encode" not in card and "--model " in card
     losses = [[(r["step"], r["loss"]) for r in read_log(RunDir(tmp_path / run).log) if "loss" in r]
               for run in ("paused", "straight")]
     assert losses[0] == losses[1] and len(losses[0]) == 12
@@ -249,7 +252,8 @@ def test_buckets_score_the_pairs_of_one_batch_in_group_order(toy_bert, collectio
     ({"task": {"in_batch": True}}, "task.in_batch", "a cross-encoder scores .query, passage. pairs"),
     ({"negatives": {"name": "dpr"}}, "negatives.name", "dpr adds in-batch negatives"),
     ({"negatives": {"name": "ance"}}, "negatives.name", "ance mines from an ANN index"),
-    ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics", "evaluate its final/ model with"),
+    ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics",
+     "builds no index during training; evaluate its final/ model with"),
     ({"model": {"pooling": "mean"}}, "model.pooling", "is a dual-encoder setting"),
     ({"model": {"kind": "dense", "max_length": None}}, "model.kind", "task 'cross-encoder' trains 'cross-encoder'"),
     ({"model": {"first_stage_weight": -1}}, "model.first_stage_weight", "must be a finite number >= 0, got -1"),

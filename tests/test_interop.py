@@ -160,6 +160,31 @@ def test_pyserini_auto_query_encoder_gives_the_same_top10(tiny_bert_dir, toy_col
     _assert_same_ranking({q: [(h.docid, float(h.score)) for h in hits] for q, hits in theirs.items()}, ours)
 
 
+def test_the_query_encoder_an_index_records_searches_it_as_ance_ir_search_does(tiny_bert_dir, toy_collection,
+                                                                               tmp_path):
+    """An index encoded with --pooling mean from a model that pools with CLS: the model's name alone gives other
+    queries; ``AnceIrQueryEncoder.for_index`` reads the index's settings and gives ance_ir.search's top 10."""
+    from pyserini.search.faiss import FaissSearcher
+
+    from ance_ir.encode.__main__ import main as encode_main
+    from ance_ir.modeling.pyserini_adapters import AnceIrQueryEncoder
+    from ance_ir.search.__main__ import main as search_main
+
+    _checkpoint(tiny_bert_dir, tmp_path / "cls", pooling="cls")
+    index, run = tmp_path / "mean.dense", tmp_path / "ours.trec"
+    assert encode_main(["--corpus", str(toy_collection["corpus"]), "--encoder", str(tmp_path / "cls"),
+                        "--pooling", "mean", "--output", str(index), "--precision", "fp32", "--quiet"]) == 0
+    assert search_main(["--topics", str(toy_collection["topics"]), "--index", str(index), "--output", str(run),
+                        "--hits", "10"]) == 0
+    topics = read_topics_tsv(toy_collection["topics"])
+    encoder = AnceIrQueryEncoder.for_index(index)
+    assert encoder.encoder.config.pooling == "mean"
+    assert AnceIrQueryEncoder(str(tmp_path / "cls")).encoder.config.pooling == "cls"
+    theirs = FaissSearcher(str(index), encoder).batch_search(list(topics.values()), list(topics), k=10)
+    _assert_same_ranking({q: [(h.docid, float(h.score)) for h in hits] for q, hits in theirs.items()},
+                         read_run(run))
+
+
 def test_pyserini_cli_with_encoder_class_auto(tiny_bert_dir, toy_collection, tmp_path):
     """The README's command: python -m ance_ir.pyserini pyserini.search.faiss --encoder-class auto ..."""
     _checkpoint(tiny_bert_dir, tmp_path / "ance-ckpt", pooling="mean", normalize=True)

@@ -105,6 +105,8 @@ def test_the_loss_goes_down_and_the_result_is_a_dense_backbone(toy, tmp_path):
     final = RunDir(run).final
     assert saved_kind(final) is None and "cls.predictions.transform.dense.weight" in load_file(
         final / "model.safetensors")
+    card = (final / "README.md").read_text()
+    assert "A `mlm` model trained" in card and "a backbone to train from" in card
     dense = load_model(final)  # what model.name: RUN/final gives the contrastive configs
     assert isinstance(dense, DenseEncoder)
     trained = load_file(final / "model.safetensors")

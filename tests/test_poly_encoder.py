@@ -167,7 +167,8 @@ def test_training_steps_through_the_trainer(toy, toy_bert, tmp_path):
 
 @pytest.mark.parametrize(("changes", "setting", "message"), [
     ({"negatives": {"name": "ance"}}, "negatives.name", "ance mines from an ANN index"),
-    ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics", "evaluate its final/ model with"),
+    ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics",
+     "builds no index during training; evaluate its final/ model with"),
     ({"model": {"pooling": "mean"}}, "model.pooling", "a poly-encoder encodes a passage as its CLS vector"),
     ({"model": {"normalize": True}}, "model.normalize", "unnormalised vectors"),
     ({"model": {"kind": "dense", "m": None}}, "model.kind", "task 'poly-encoder' trains 'poly-encoder' models"),

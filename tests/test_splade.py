@@ -286,6 +286,8 @@ def test_the_task_trains_and_its_loss_falls(toy_bert, tmp_path):
     assert len(losses) == 40 and all(map(math.isfinite, losses))
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
     assert saved_kind(tmp_path / "run" / "final") == "splade"
+    card = (tmp_path / "run" / "final" / "README.md").read_text()  # its usage: encode and search, no rerank
+    assert "python -m ance_ir.encode --corpus CORPUS --encoder" in card and "ance_ir.rerank" not in card
 
 
 @pytest.mark.parametrize(("task", "setting", "message"), [

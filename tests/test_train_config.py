@@ -245,6 +245,16 @@ def test_presets_are_the_table1_settings_with_dpr_negatives(family, monkeypatch)
     assert flat == want
 
 
+@pytest.mark.parametrize("kind", ["cross-encoder", "colbert", "splade"])
+def test_the_other_kinds_presets_are_their_rag24_mini_configs_but_for_the_data(kind):
+    """``--config KIND`` trains as configs/rag24-mini/KIND.yaml does, given the same data and grade threshold."""
+    data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
+    preset, _ = parse_args(["--config", kind, *data, "--min-positive-grade", "2"])
+    config, _ = parse_args(["--config", str(CONFIGS / "rag24-mini" / f"{kind}.yaml"), *data])
+    assert preset.flat() == config.flat()
+    assert parse_args(["--config", kind, *data])[0].data.min_positive_grade == 1  # binary qrels by default
+
+
 def test_quiet_is_no_progress_as_in_every_other_command():
     data = ["--output", "o", "--corpus", "c.jsonl", "--train-topics", "t.tsv", "--train-qrels", "q.txt"]
     assert [parse_args([*data, *flags])[0].progress for flags in ([], ["--quiet"], ["--no-progress"])] == [
@@ -261,7 +271,8 @@ def test_a_preset_is_named_from_anywhere(tmp_path, monkeypatch):
     (tmp_path / "minilm").rmdir()
     (tmp_path / "minilm").write_text("seed: 7\n")  # a file of that name is the file, not the preset
     assert parse_args(["--config", "minilm", *data])[0].seed == 7
-    with pytest.raises(InputError, match="no such config file .or preset name: bert-tiny, minilm."):
+    names = "bert-tiny, colbert, cross-encoder, minilm, splade"
+    with pytest.raises(InputError, match=f"no such config file .or preset name: {names}."):
         parse_args(["--config", "minilm.yml", *data])
 
 

@@ -43,6 +43,16 @@ class AnceIrQueryEncoder(QueryEncoder):
         self.batch_size = batch_size
         self.has_model = True
 
+    @classmethod
+    def for_index(cls, index: str | Path, device: str | None = None, batch_size: int = 64) -> AnceIrQueryEncoder:
+        """The query encoder that an index of ``python -m ance_ir.encode`` records in its ``meta.json``, with the
+        settings it was encoded with (an index built with ``--pooling mean`` is searched with mean-pooled queries,
+        as ``python -m ance_ir.search`` does; a name alone would load the model's own pooling)."""
+        from ance_ir.index import load_dense_index
+        from ance_ir.search.dense import encoder_for_index
+
+        return cls(encoder_for_index(load_dense_index(index, mmap=True), None), device, batch_size)
+
     def encode(self, query: str, **kwargs: Any) -> np.ndarray:
         """The query's vector, float32 ``[D]``; extra Pyserini keyword arguments are ignored."""
         return self.encoder.encode_queries([query])[0]

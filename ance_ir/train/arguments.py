@@ -159,7 +159,7 @@ def coerce_option(name: str, value: Any, default: Any) -> Any:
 
 def config_path(given: str | Path) -> Path:
     """The settings file ``given`` names: the file, else a preset shipped with ance-ir by name (``bert-tiny``,
-    ``minilm``: ``ance_ir/presets/NAME.yaml``, also ``configs/presets/`` in a checkout)."""
+    ``minilm``, ``cross-encoder``, ...: ``ance_ir/presets/NAME.yaml``, also ``configs/presets/`` in a checkout)."""
     path = Path(given)
     preset = PRESETS / f"{given}.yaml"
     return preset if not path.is_file() and path.name == str(given) and preset.is_file() else path
@@ -329,8 +329,8 @@ def build_parser() -> ArgumentParser:
         description="Train a retriever (ANCE, BM25 warm-up, the baselines, or any registered task). Settings "
                     "come from --config FILE (YAML/JSON, in sections or flat), then flags. Rerunning with the "
                     "same OUTPUT resumes. Each flag is a section's setting: section.key in a config file.")
-    parser.add_argument("--config", help="YAML or JSON file of settings, or a preset's name (bert-tiny, minilm); "
-                                         "flags override it")
+    parser.add_argument("--config", help="YAML or JSON file of settings, or a preset's name (bert-tiny, minilm: "
+                                         "dense; cross-encoder, colbert, splade); flags override it")
     parser.add_argument("--resume", action="store_true",
                         help="fail unless OUTPUT has a checkpoint to continue from (resuming is automatic)")
     parser.add_argument("--set", dest="set", action="append", metavar="SECTION.KEY=VALUE",

@@ -96,8 +96,7 @@ class ColBERTTask(GroupTask):
     name = "colbert"
     model_kind = "colbert"
     not_gathered = "token vectors"
-    no_refresh = ("the colbert task builds no index during training (use bm25, dpr, groups, candidates, static or "
-                  "random)")
+    no_refresh = "the colbert task builds no index during training"
     evaluate_with = "encode and search"
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):

@@ -77,6 +77,8 @@ class GroupTask(TrainingTask):
     #: for a task whose model has no ANN index during training: why (ends a refused setting's message);
     #: refreshed negatives and ``refresh.eval_topics`` are then refused (see ``evaluate_with``)
     no_refresh: ClassVar[str | None] = None
+    #: with ``no_refresh``: the negative samplers the task trains with, named where refreshed negatives are refused
+    static_negatives: ClassVar[str] = "bm25, dpr, groups, candidates, static or random"
     #: for a task whose in-batch scoring stays within its process: what it does not gather ("token vectors");
     #: in_batch with cross_batch under torchrun is then refused
     not_gathered: ClassVar[str | None] = None
@@ -105,7 +107,7 @@ class GroupTask(TrainingTask):
         if cls.no_refresh:
             if sampler.refreshed:
                 raise ConfigError("negatives.name", f"{config.negatives.name} mines from an ANN index of the model "
-                                                    f"being trained; {cls.no_refresh}")
+                                                    f"being trained; {cls.no_refresh} (use {cls.static_negatives})")
             if config.refresh.eval_topics:
                 raise ConfigError("refresh.eval_topics", f"{cls.no_refresh}{cls.evaluate_hint()}")
         sampler.check_config(config)

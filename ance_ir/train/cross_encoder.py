@@ -93,7 +93,8 @@ class CrossEncoderTask(GroupTask):
 
     name = "cross-encoder"
     model_kind = "cross-encoder"
-    no_refresh = "a cross-encoder has none (use bm25, groups, candidates, static or random)"
+    no_refresh = "a cross-encoder builds no index during training"
+    static_negatives = "bm25, groups, candidates, static or random"
     evaluate_with = "python -m ance_ir.rerank"
     options = {"first_stage": None}
 

@@ -44,11 +44,10 @@ def _training(run: RunDir) -> str:
             f"{last['loss']:.4f} at step {last['step']} (`log.jsonl` of the run folder has every logged step).")
 
 
-def _results(run: RunDir, topics: str | None) -> str:
+def _results(run: RunDir, topics: str | None, evaluate: str) -> str:
     scored = [r for r in RefreshRecords(run.refresh).read_all() if r.get("metrics")] if run.refresh.is_dir() else []
     if not scored:
-        return ("Nothing was evaluated during training (no `refresh.eval_topics`); evaluate with "
-                "`python -m ance_ir.encode`, `python -m ance_ir.search` and `python -m ance_ir.eval`.")
+        return f"Nothing was evaluated during training (no `refresh.eval_topics`); evaluate with {evaluate}."
     names = [m for m in MEASURE_NAMES if m in scored[-1]["metrics"]]
     lines = ["| step | " + " | ".join(MEASURE_NAMES[m] for m in names) + " |",
              "|" + " --- |" * (len(names) + 1)]
@@ -56,21 +55,40 @@ def _results(run: RunDir, topics: str | None) -> str:
     return f"Measured on `{topics}` at each refresh of the run:\n\n" + "\n".join(lines)
 
 
-def _usage(folder: Path, kind: str, sentence_transformers: bool) -> str:
-    commands = {
-        "dense": (f"python -m ance_ir.encode --corpus CORPUS --encoder {folder} --output INDEX\n"
-                  "python -m ance_ir.search --topics TOPICS --index INDEX --output RUN"),
-        "cross-encoder": (f"python -m ance_ir.rerank --run FIRST_STAGE_RUN --topics TOPICS --corpus CORPUS "
-                          f"--model {folder} --output RUN"),
+def _commands(folder: Path, kind: str, usage: str) -> tuple[str, str]:
+    """The commands that use a model of ``kind`` (``usage``: the kind, or ``deepct-query``), and the CLIs that
+    evaluate it: encode and search for a kind with an index, rerank for one that scores pairs."""
+    from ance_ir.modeling.kinds import kind_class
+
+    special = {
         "deepct-query": ("python -m ance_ir.bm25 index --corpus CORPUS --output INDEX\n"
                          f"python -m ance_ir.bm25 search --index INDEX --topics TOPICS --query-weights {folder} "
-                         "--output RUN"),
-        "generator": (f"python -m ance_ir.expand --corpus CORPUS --generator {folder} --n 10 "
-                      "--output EXPANDED.jsonl\n"
-                      "python -m ance_ir.bm25 index --corpus EXPANDED.jsonl --output INDEX"),
+                         "--output RUN",
+                         "`python -m ance_ir.bm25 search --query-weights` and `python -m ance_ir.eval`"),
+        "generator": (f"python -m ance_ir.expand --corpus CORPUS --generator {folder} --n 10 --output EXPANDED.jsonl\n"
+                      "python -m ance_ir.bm25 index --corpus EXPANDED.jsonl --output INDEX",
+                      "`python -m ance_ir.expand`, `python -m ance_ir.bm25` and `python -m ance_ir.eval`"),
     }
-    command = commands.get(kind, (f"python -m ance_ir.encode --corpus CORPUS --encoder {folder} --output INDEX   "
-                                  f"# or python -m ance_ir.rerank --model {folder}"))
+    if usage in special:
+        return special[usage]
+    cls = kind_class(kind)
+    commands, evaluate = [], []
+    if getattr(cls, "index", None):
+        commands += [f"python -m ance_ir.encode --corpus CORPUS --encoder {folder} --output INDEX",
+                     "python -m ance_ir.search --topics TOPICS --index INDEX --output RUN"]
+        evaluate += ["`python -m ance_ir.encode`", "`python -m ance_ir.search`"]
+    if hasattr(cls, "score_pairs"):
+        commands += (["# or rerank a first-stage run:"] if commands else []) + [
+            f"python -m ance_ir.rerank --run FIRST_STAGE_RUN --topics TOPICS --corpus CORPUS --model {folder} "
+            "--output RUN"]
+        evaluate += ["`python -m ance_ir.rerank`"]
+    if not commands:  # a backbone (mlm): what other tasks start from
+        return (f"# a backbone to train from: model.name: {folder} in a training config (--model {folder})",
+                "the models trained from it")
+    return "\n".join(commands), ", ".join(evaluate) + " and `python -m ance_ir.eval`"
+
+
+def _usage(command: str, folder: Path, sentence_transformers: bool) -> str:
     text = f"```bash\n{command}\n```\n"
     if sentence_transformers:
         text += ("\nThe folder also loads in sentence-transformers, with the same vectors:\n\n```python\n"
@@ -101,17 +119,19 @@ def write_model_card(folder: str | Path, run: RunDir) -> Path:
     """Write ``folder/README.md`` for the model a run trained, from the run's config, log and refresh records."""
     folder = Path(folder)
     settings = json.loads(run.config.read_text(encoding="utf-8"))
-    kind = json.loads((folder / "ance_ir_model.json").read_text(encoding="utf-8")).get("kind", "dense") \
-        if (folder / "ance_ir_model.json").is_file() else "dense"
+    recorded = folder / "ance_ir_model.json"  # an mlm model records none: any kind starts from it
+    kind = json.loads(recorded.read_text(encoding="utf-8")).get("kind", "dense") if recorded.is_file() \
+        else settings["model"].get("kind") or "dense"
     used = run.root.resolve() / "final"
     usage = "deepct-query" if kind == "deepct" and _deepct_target(folder) == "query" else kind
+    command, evaluate = _commands(used, kind, usage)
     text = (_front_matter(settings, kind)
             + f"\n# {run.root.name}\n\nA `{kind}` model trained by ance-ir's `{settings['task']['name']}` task from "
               f"`{_start(settings)}` (seed {settings['seed']}).\n\n"
             + "## Training\n\n" + _training(run) + "\n\nSettings (`config.json` of the run folder):\n\n```yaml\n"
             + yaml.safe_dump({k: v for k, v in settings.items() if k != "output"}, sort_keys=False) + "```\n\n"
-            + "## Results\n\n" + _results(run, settings["refresh"]["eval_topics"]) + "\n\n"
-            + "## Usage\n\n" + _usage(used, usage, (folder / "modules.json").is_file())
+            + "## Results\n\n" + _results(run, settings["refresh"]["eval_topics"], evaluate) + "\n\n"
+            + "## Usage\n\n" + _usage(command, used, (folder / "modules.json").is_file())
             + _residual_note(settings))
     path = folder / "README.md"
     path.write_text(text, encoding="utf-8")

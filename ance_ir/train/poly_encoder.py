@@ -24,7 +24,8 @@ class PolyEncoderTask(ContrastiveTask):
 
     name = "poly-encoder"
     model_kind = "poly-encoder"
-    no_refresh = "a poly-encoder has none (use bm25, dpr, inbatch, groups, candidates, static or random)"
+    no_refresh = "a poly-encoder builds no index during training"
+    static_negatives = "bm25, dpr, inbatch, groups, candidates, static or random"
     evaluate_with = "python -m ance_ir.rerank"
     score_groups = staticmethod(functools.partial(scored_groups, poly_scores))
 

@@ -83,7 +83,8 @@ class RocketQAv2Task(GroupTask):
     name = "rocketqa-v2"
     own_loss = "listwise distillation between the retriever and the ranker; loss.temperature applies"
     options = {"ranker": None}
-    no_refresh = "the ranker scores a static candidate list (use groups, candidates, bm25, static or random)"
+    no_refresh = "the ranker scores a static candidate list"
+    static_negatives = "groups, candidates, bm25, static or random"
     evaluate_with = "encode and search"
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):

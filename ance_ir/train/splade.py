@@ -65,8 +65,7 @@ class SpladeTask(GroupTask):
     options = {"lambda_q": 3e-4, "lambda_d": 1e-4, "flops_warmup_steps": 0}
     not_gathered = "term weights"
     reads = frozenset({"negatives", "loss"})  # not passage_buckets: its batches are padded whole
-    no_refresh = ("the splade task builds no index during training (use bm25, dpr, groups, candidates, static or "
-                  "random)")
+    no_refresh = "the splade task builds no index during training"
     evaluate_with = "encode and search"
 
     def __init__(self, ctx: TaskContext, model: torch.nn.Module):
