@@ -251,7 +251,8 @@ def test_buckets_score_the_pairs_of_one_batch_in_group_order(toy_bert, collectio
 @pytest.mark.parametrize(("changes", "setting", "message"), [
     ({"task": {"in_batch": True}}, "task.in_batch", "a cross-encoder scores .query, passage. pairs"),
     ({"negatives": {"name": "dpr"}}, "negatives.name", "dpr adds in-batch negatives"),
-    ({"negatives": {"name": "ance"}}, "negatives.name", "ance mines from an ANN index"),
+    ({"negatives": {"name": "ance"}}, "negatives.name",
+     "ance mines from an ANN index .* builds no index during training .use bm25, groups, candidates, static or random"),
     ({"refresh": {"eval_topics": "t.tsv"}}, "refresh.eval_topics",
      "builds no index during training; evaluate its final/ model with"),
     ({"model": {"pooling": "mean"}}, "model.pooling", "is a dual-encoder setting"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -548,9 +549,11 @@ def test_cli_kept_chunks_one_writer_a_damaged_chunk_and_an_interrupt_while_minin
     whole = chunk.read_bytes()
     chunk.write_bytes(whole[:len(whole) // 2])
     monkeypatch.setattr(mining, "mine", original)
-    with pytest.raises(InputError, match=re.escape(f"{partial}: chunk 1 kept here cannot be read")):
+    with pytest.raises(InputError, match=re.escape(f"{partial}: chunk 1 kept here cannot be read (")
+                       + ".*" + re.escape(f"; delete {partial} to start over")):
         main([*args, "--output", str(out)])
-    assert not out.exists()
+    assert not out.exists() and chunk.is_file()  # left for the user to delete, as the error says
+    shutil.rmtree(partial)
 
     with pytest.raises(KeyboardInterrupt):  # kept again, whole this time
         monkeypatch.setattr(mining, "mine", interrupted)

@@ -58,6 +58,11 @@ def in_chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
+class UnreadableChunk(InputError):
+    """A chunk kept in a work folder that cannot be read back (a crash before its data reached the disk): the
+    folder is left for the user to delete, as the error says."""
+
+
 class StopChunks(Exception):
     """Raised by a chunked job's ``compute`` to stop before that chunk, keeping those done (``expand``'s
     ``stop_after``)."""
@@ -86,14 +91,14 @@ class ChunkedJob(Generic[T, R]):
 
     def chunk(self, number: int, items: list[T]) -> R:
         """Chunk ``number`` of the job, ``items``: its kept result, else a new one, kept before it is returned;
-        InputError naming ``work`` for a kept chunk that cannot be read back (cut short on a full disk, say)."""
+        :class:`UnreadableChunk` naming ``work`` for a kept chunk that cannot be read back."""
         try:
             result = self.load(number, items)
         except InputError:
             raise
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(self.work, f"chunk {number} kept here cannot be read ({error}); delete {self.work} to "
-                                        "start over") from None
+        except (OSError, ValueError, EOFError) as error:  # numpy's and json's errors for a file cut short
+            raise UnreadableChunk(self.work, f"chunk {number} kept here cannot be read ({error}); delete {self.work} "
+                                             "to start over") from error
         if result is None:
             result = self.compute(items)
             _record_job(self.work, self.job)

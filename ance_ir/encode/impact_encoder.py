@@ -87,7 +87,10 @@ def encode_impacts(corpus: str | Path, model: Splade, output: str | Path, *, enc
 def _check_part(part: Path, docids: list[str], work: Path) -> int:
     """A finished chunk's passage count; it must hold exactly the chunk's ``docids``."""
     with open(part, encoding="utf-8") as f:
-        found = [json.loads(line)["id"] for line in f]
+        try:
+            found = [json.loads(line)["id"] for line in f]
+        except (KeyError, TypeError):
+            raise InputError(part, f"is not a kept chunk of impact vectors (an id a line); delete {work}") from None
     if found != docids:
         raise InputError(part, f"does not match the corpus passages of this chunk; delete {work}")
     return len(found)

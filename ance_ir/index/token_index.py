@@ -203,7 +203,7 @@ def load_token_index(folder: str | Path) -> TokenIndex:
     if not folder.is_dir():
         raise InputError(folder, "no such token index folder")
     if not meta_path.is_file():
-        raise InputError(meta_path, "missing: not a token index (its meta.json says index_type: tokens)")
+        raise InputError(meta_path, "missing: not a token index (one has a meta.json with index_type: tokens)")
     meta = read_json_object(meta_path)
     if meta.get("index_type") != INDEX_TYPE:
         raise InputError(meta_path, f"index_type {meta.get('index_type')!r}: not a token index (index_type: tokens)")

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ance_ir.data import InputError, atomic_write
+from ance_ir.data import atomic_write
 from ance_ir.data.checksum import sha256_json
-from ance_ir.data.resume import ChunkedJob, in_chunks, open_work, work_folder
+from ance_ir.data.resume import ChunkedJob, UnreadableChunk, in_chunks, open_work, work_folder
 from ance_ir.negatives.sources import CandidateSource
 
 QUERY_CHUNK = 512  # queries retrieved (and kept) together
@@ -28,9 +28,13 @@ def _read_chunk(path: Path, qids: list[str]) -> Ranking:
     ranking = {}
     with path.open(encoding="utf-8") as f:
         for record in map(json.loads, f):
-            ranking[record["qid"]] = [(docid, score) for docid, score in record["hits"]]
+            try:
+                ranking[record["qid"]] = [(docid, score) for docid, score in record["hits"]]
+            except (KeyError, TypeError, ValueError):
+                raise UnreadableChunk(path, f"is not a kept ranking ({{qid, hits}} a line); delete {path.parent}") \
+                    from None
     if list(ranking) != qids:
-        raise InputError(path, f"does not hold the rankings of this chunk's queries; delete {path.parent}")
+        raise UnreadableChunk(path, f"does not hold the rankings of this chunk's queries; delete {path.parent}")
     return ranking
 
 
@@ -131,10 +135,14 @@ class ChunkedRetrieval(CandidateSource):
                              for qid, hits in part.items())
 
         ranking: Ranking = {}
-        with ChunkedJob(self.work, job, len(items), self.desc, load=load, compute=compute, save=save,
-                        verb="retrieved", unit="queries", bar_unit="query",
-                        show_progress=self.show_progress and len(items) > self.chunk_size) as chunked:
-            for number, chunk in enumerate(in_chunks(items, self.chunk_size)):
-                ranking.update(chunked.chunk(number, chunk))
+        try:
+            with ChunkedJob(self.work, job, len(items), self.desc, load=load, compute=compute, save=save,
+                            verb="retrieved", unit="queries", bar_unit="query",
+                            show_progress=self.show_progress and len(items) > self.chunk_size) as chunked:
+                for number, chunk in enumerate(in_chunks(items, self.chunk_size)):
+                    ranking.update(chunked.chunk(number, chunk))
+        except UnreadableChunk:  # the error names the folder for the user to delete: it stays
+            self._opened = False
+            raise
         self.complete = True
         return ranking

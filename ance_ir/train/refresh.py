@@ -273,8 +273,11 @@ def _encode_passages(encoder: Any, job: RefreshJob, rows: np.ndarray, work: Path
     def part(number: int) -> Path:
         return work / f"part-{number:05d}.npy"
 
-    def load(number: int, chunk: list[int]) -> np.ndarray | None:
-        vectors = np.load(part(number)) if part(number).is_file() else None
+    def load(number: int, chunk: list[int]) -> np.ndarray | None:  # a part cut short is encoded again
+        try:
+            vectors = np.load(part(number)) if part(number).is_file() else None
+        except (OSError, ValueError, EOFError):
+            return None
         return vectors if vectors is not None and len(vectors) == len(chunk) else None
 
     def save(number: int, chunk: list[int], vectors: np.ndarray) -> None:
