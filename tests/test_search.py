@@ -242,3 +242,21 @@ def test_the_resume_record_of_an_index_without_meta_json_follows_its_files(toy_d
     os.utime(folder / "index", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # written again
     assert _index_record(folder, model) != first
     assert "index_meta_sha256" in _index_record(toy_dense_index, model)
+
+
+def test_a_setting_the_index_records_wrongly_is_named_in_its_meta_json(toy_dense_index, toy_collection, tmp_path):
+    """An encoder setting of the wrong value in meta.json: the error names that file (not a bare model error)."""
+    import json
+    import shutil
+
+    from ance_ir.data import InputError
+
+    index = tmp_path / "index"
+    shutil.copytree(toy_dense_index, index)
+    meta = json.loads((index / "meta.json").read_text())
+    meta["encoder_config"]["pooling"] = 5
+    (index / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=r"meta\.json: pooling must be one of \('cls', 'mean'\), got 5"):
+        search_main(["--topics", str(toy_collection["topics"]), "--index", str(index),
+                     "--output", str(tmp_path / "run.trec")])
+    assert not (tmp_path / "run.trec").exists()

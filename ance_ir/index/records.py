@@ -3,13 +3,15 @@ what identifies an index folder's contents, for a resume to check."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ance_ir.data import InputError, sha256_file
 from ance_ir.data.lines import read_json_object
 
 META_FILE = "meta.json"  # an index folder's record: its model, corpus and settings
+T = TypeVar("T")
 
 #: each recorded field, the type it must have, and how an error names it
 MODEL_FIELDS = (("encoder", str, "a string"), ("kind", str, "a string"),
@@ -21,6 +23,17 @@ def check_model_record(path: str | Path, meta: dict[str, Any]) -> None:
     for key, kind, what in MODEL_FIELDS:
         if key in meta and not isinstance(meta[key], kind):
             raise InputError(path, f"{key} must be {what}, got {meta[key]!r}")
+
+
+def recorded_model(folder: str | Path, load: Callable[[], T]) -> T:
+    """``load()`` of the model an index's ``meta.json`` names, with the settings it records: what is wrong with them
+    (a setting out of range, a model of another kind, one that cannot be found) as an InputError naming that file."""
+    try:
+        return load()
+    except InputError:
+        raise
+    except ValueError as e:
+        raise InputError(Path(folder) / META_FILE, str(e)) from None
 
 
 def index_record(folder: str | Path) -> dict[str, Any] | None:

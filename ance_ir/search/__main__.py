@@ -230,13 +230,18 @@ def _impact_searcher(args: argparse.Namespace, device: torch.device,
                      show_progress: bool) -> tuple[Search, dict[str, Any]]:
     """Learned-sparse search of an impact index with the splade model its ``meta.json`` names (or ``--encoder``)."""
     from ance_ir.index.impact import read_meta
+    from ance_ir.index.records import recorded_model
     from ance_ir.modeling.kinds import load_index_model
     from ance_ir.search.impact import ImpactSearcher
 
     if args.pooling or args.normalize is not None:
         raise ValueError(f"{args.index}: an impact index; --pooling and --normalize are dense settings")
     meta = read_meta(args.index)
-    model = load_index_model(args.encoder or meta["encoder"], meta["kind"], "head", **meta["encoder_config"])
+
+    def load() -> torch.nn.Module:
+        return load_index_model(args.encoder or meta["encoder"], meta["kind"], "head", **meta["encoder_config"])
+
+    model = load() if args.encoder else recorded_model(args.index, load)
     searcher = ImpactSearcher(args.index, model.to(device))
     return (lambda queries, hits: searcher.search(queries, hits=hits, batch_size=args.batch_size,
                                                   threads=args.threads, progress=show_progress)), \

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from ance_ir.data import InputError, Run, Topics
 from ance_ir.index import DenseIndex
+from ance_ir.index.records import recorded_model
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.kinds import load_model
 
@@ -73,8 +74,8 @@ def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) 
         overrides = {**dense.meta.get("encoder_config", {}), **overrides}
         if encoder is None:
             raise ValueError(f"{dense.folder}: no meta.json names the encoder; pass --encoder")
-    else:
-        overrides = {**{k: v for k, v in recorded.items() if k in QUERY_SETTINGS}, **overrides}
+        return recorded_model(dense.folder, lambda: load_model(encoder, dense.meta.get("kind"), **overrides))
+    overrides = {**{k: v for k, v in recorded.items() if k in QUERY_SETTINGS}, **overrides}
     return load_model(encoder, dense.meta.get("kind"), **overrides)
 
 

@@ -25,10 +25,14 @@ def model_for_index(index: TokenIndex, encoder: str | None = None) -> ColBERT:
     """The late-interaction model that encoded ``index``: ``encoder`` (a model dir, run folder, alias or HF id) or the
     one its ``meta.json`` names, with the settings it recorded; ValueError for a model without a trained
     projection (a plain backbone would project with new random weights)."""
+    from ance_ir.index.records import recorded_model
     from ance_ir.modeling.kinds import load_index_model
 
-    return load_index_model(encoder or index.meta["encoder"], index.meta.get("kind", "colbert"), "projection",
-                            **index.meta.get("encoder_config", {}))
+    def load() -> ColBERT:
+        return load_index_model(encoder or index.meta["encoder"], index.meta.get("kind", "colbert"), "projection",
+                                **index.meta.get("encoder_config", {}))
+
+    return load() if encoder else recorded_model(index.folder, load)
 
 
 class TokenSearcher:
