@@ -52,10 +52,11 @@ from ance_ir.encode.corpus_encoder import Shard, encode_corpus
 from ance_ir.encode.distributed import Launch, finished_shard, merge_shards, run_ranks, shard_output
 from ance_ir.index import INDEX_TYPES, DenseIndex, merge_indexes
 from ance_ir.index.records import folder_bytes
-from ance_ir.index.token_index import TokenIndex
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch loads once the command line is checked: a Ctrl-C before then is one line
     import torch
+
+    from ance_ir.index.token_index import TokenIndex
 
 
 def _shard(spec: str) -> Shard:
@@ -71,6 +72,8 @@ def _report(dense: DenseIndex | TokenIndex | dict, output: str) -> None:
               f"(scale {dense['scale']:g}), Lucene impact index {dense['lucene_bytes'] / 2 ** 20:.1f} MiB",
               file=sys.stderr)
         return
+    from ance_ir.index.token_index import TokenIndex
+
     if isinstance(dense, TokenIndex):
         print(f"wrote {dense.folder}: {len(dense)} passages, {dense.meta['tokens']} token vectors of dimension "
               f"{dense.dim}, {dense.meta['centroids']} centroids, {folder_bytes(dense.folder) / 2 ** 20:.1f} MiB",
