@@ -322,3 +322,11 @@ def test_the_corpus_check_before_encoding_shows_a_bar_past_its_delay(tmp_path, t
     assert f"check corpus: {len(DOCIDS)}passage [" in capsys.readouterr().err
     assert main([*args, "--output", str(tmp_path / "c"), "--quiet"]) == 0
     assert "check corpus" not in capsys.readouterr().err
+
+
+def test_the_encode_command_loads_torch_only_once_its_command_line_is_checked():
+    """Importing ``python -m ance_ir.encode``'s module loads no torch: a Ctrl-C while it starts is one line, and a bad
+    flag is refused at once."""
+    code = "import sys, ance_ir.encode.__main__; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
