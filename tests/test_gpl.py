@@ -135,3 +135,23 @@ def test_a_missing_retriever_index_stops_before_any_work(toy, models, tmp_path, 
                             "--retriever", str(tmp_path / "no-index"), "--cross-encoder",
                             str(models / "cross-encoder"), "--output", str(out), capsys=capsys),
                    "no such dense index folder", out)
+
+
+def test_the_retriever_s_encoder_trains_with_the_pooling_its_index_was_encoded_with(toy, toy_bert, models, tmp_path,
+                                                                                   capsys):
+    """An index encoded with --pooling mean from a model that pools with CLS: the model GPL trains (the index's
+    encoder, no --model) pools as the index did, and unnormalised scores under a temperature for cosines are
+    warned about."""
+    index = tmp_path / "mean.index"
+    assert not encode_main(["--corpus", str(toy / "corpus.jsonl"), "--encoder", str(toy_bert), "--pooling", "mean",
+                            "--no-normalize", "--output", str(index), "--quiet"])
+    out = tmp_path / "gpl"
+    code, err = run_main(gpl_main, "--corpus", str(toy / "corpus.jsonl"), "--generator", str(models / "generator"),
+                         "--retriever", str(index), "--cross-encoder", str(models / "cross-encoder"),
+                         "--output", str(out), "--queries-per-passage", "1", "--depth", "2", "--max-steps", "2",
+                         capsys=capsys)
+    assert code == 0, err
+    trained_with = json.loads((out / "model" / "config.json").read_text())["model"]
+    assert (trained_with["pooling"], trained_with["normalize"]) == ("mean", False)
+    assert load_model(out / "model").config.pooling == "mean"
+    assert "warning: " in err and "loss.temperature 0.05 suits normalised vectors" in err

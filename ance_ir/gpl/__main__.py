@@ -36,10 +36,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ance_ir.cli import ArgumentParser, check_output, positive_int, run_cli
 from ance_ir.data import InputError
 from ance_ir.data.atomic import atomic_write
+
+if TYPE_CHECKING:
+    from ance_ir.train.arguments import TrainConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "rag24-mini" / "gpl.yaml"
 
@@ -82,19 +86,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bars in the stages")
     args = parser.parse_args(argv)
 
-    encoder = _index_encoder(args.retriever)  # the inputs are checked before any work
+    encoder, encoded_with = _index_encoder(args.retriever)  # the inputs are checked before any work
     start = args.model or encoder
+    args.index_settings = {} if args.model else encoded_with  # the index's encoder trains as it encoded the index
     if start is None:
         raise ValueError(f"{args.retriever}: its meta.json names no encoder; pass --model")
-    _check_inputs(args, start)
+    config = _check_inputs(args, start)
     check_output(args.output, folder=True)
     out = Path(args.output)
     settings = {"corpus": args.corpus, "generator": args.generator, "retriever": args.retriever,
-                "cross_encoder": args.cross_encoder, "model": start, "train_config": args.train_config,
+                "cross_encoder": args.cross_encoder, "model": start, "model_settings": args.index_settings,
+                "train_config": args.train_config,
                 "queries_per_passage": args.queries_per_passage, "max_queries": args.max_queries, "depth": args.depth,
                 "max_steps": args.max_steps,
                 "seed": args.seed, "inputs": _input_fingerprints(args, start)}
     _check_settings(out / "gpl.json", settings)
+    if not (out / "model" / "final").exists():  # the training stage will run
+        _warn_of_temperature(args, config)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -189,12 +197,21 @@ def _train_argv(args: argparse.Namespace, start: str, groups: Path, model: Path)
     """The training stage's command line: ``--train-config`` with the pipeline's model, data and settings."""
     return ["--config", args.train_config, "--model", start, "--corpus", args.corpus, "--groups", str(groups),
             "--seed", str(args.seed), "--set", f"negatives.depth={args.depth}", "--output", str(model),
+            *_encoding_flags(args.index_settings),
             *(["--max-steps", str(args.max_steps)] if args.max_steps else []), *(["--quiet"] if args.quiet else []),
             *(["--device", args.device] if args.device else []),
             *(["--threads", str(args.threads)] if args.threads else [])]
 
 
-def _check_inputs(args: argparse.Namespace, start: str) -> None:
+def _encoding_flags(settings: dict[str, Any]) -> list[str]:
+    """``--pooling`` and ``--normalize``/``--no-normalize`` of the training for the index's recorded ``settings``."""
+    flags = [f"--pooling={settings['pooling']}"] if "pooling" in settings else []
+    if "normalize" in settings:
+        flags.append("--normalize" if settings["normalize"] else "--no-normalize")
+    return flags
+
+
+def _check_inputs(args: argparse.Namespace, start: str) -> TrainConfig:
     """What the later stages read, checked up front: a bad input found by stage 4 would cost stages 1-3 first."""
     from ance_ir.datasets import resolve_corpus
     from ance_ir.modeling.kinds import saved_kind
@@ -211,15 +228,27 @@ def _check_inputs(args: argparse.Namespace, start: str) -> None:
         recorded = saved_kind(path) if Path(path).is_dir() else None
         if recorded not in (None, kind):
             raise ValueError(f"{flag}: {name} is a {recorded!r} model, expected a {kind!r} model")
-    parse_args(_train_argv(args, start, Path(args.output) / "scored.jsonl.gz", Path(args.output) / "model"))
+    config, _ = parse_args(_train_argv(args, start, Path(args.output) / "scored.jsonl.gz", Path(args.output) / "model"))
+    return config
 
 
-def _index_encoder(index: str) -> str | None:
-    """The encoder a dense index records (InputError for a folder that is not a readable dense index), its vectors
-    mapped rather than read (the negatives stage reads them)."""
+def _warn_of_temperature(args: argparse.Namespace, config: TrainConfig) -> None:
+    """A warning line when the model trained keeps the index's unnormalised dot products but the training config
+    divides their margins by a temperature meant for cosines."""
+    if config.model.normalize is False and config.loss.temperature < 1:
+        print(f"warning: {args.train_config}: loss.temperature {config.loss.temperature:g} suits normalised vectors "
+              f"(cosine scores), but the model trained keeps {args.retriever}'s unnormalised dot products: its margins "
+              "are divided by it; a training config with temperature 1 suits them", file=sys.stderr)
+
+
+def _index_encoder(index: str) -> tuple[str | None, dict[str, Any]]:
+    """The encoder a dense index records and the pooling and normalisation it encoded with (InputError for a folder
+    that is not a readable dense index), its vectors mapped rather than read (the negatives stage reads them)."""
     from ance_ir.index import load_dense_index
 
-    return load_dense_index(index, mmap=True).meta.get("encoder")
+    meta = load_dense_index(index, mmap=True).meta
+    recorded = {**{k: meta[k] for k in ("pooling", "normalize") if k in meta}, **meta.get("encoder_config", {})}
+    return meta.get("encoder"), {k: recorded[k] for k in ("pooling", "normalize") if k in recorded}
 
 
 if __name__ == "__main__":
