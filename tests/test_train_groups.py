@@ -133,3 +133,21 @@ def test_distilling_bm25_scored_groups_is_noted(toy, lucene, tmp_path, capsys):
                           for g in read_groups(groups)])
     train(toy_config(toy, tmp_path / "taught", groups=str(taught), **settings))
     assert "are BM25's" not in capsys.readouterr().err
+
+
+def test_queries_with_fewer_negatives_than_n_negatives_are_noted(toy, lucene, tmp_path, capsys):
+    """Groups of at most one negative (BM25's top 5 less the judged passages), six or one drawn a step: the rest come
+    from the whole corpus, and training says for how many queries."""
+    groups = tmp_path / "groups.jsonl"
+    mined = run_here("ance_ir.negatives", "--topics", str(toy / "topics.tsv"), "--qrels", str(toy / "qrels.txt"),
+                     "--corpus", str(toy / "corpus.jsonl"), "--source", "bm25", "--index", str(lucene), "--hits", "5",
+                     "--depth", "5", "--min-positive-grade", "1", "--output", str(groups))
+    assert mined.returncode == 0, mined.stderr
+    settings = {"negatives": "groups", "data_source": "groups", "train_topics": None, "refresh_every": 0,
+                "eval_topics": None, "eval_qrels": None, "max_steps": 1, "groups": str(groups)}
+    capsys.readouterr()
+    train(toy_config(toy, tmp_path / "six", n_negatives=6, **settings))
+    assert ("note: 3 of 3 training queries have fewer than task.n_negatives (6) groups negatives to draw from; the "
+            "rest of theirs are drawn at random from the corpus") in capsys.readouterr().err
+    train(toy_config(toy, tmp_path / "one", n_negatives=1, **settings))  # BM25's top 5 of q1 and q3 are all judged
+    assert "note: 2 of 3 training queries have fewer than task.n_negatives (1)" in capsys.readouterr().err

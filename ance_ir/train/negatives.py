@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ance_ir.data import InputError
 from ance_ir.data.corpus import is_tsv
 from ance_ir.data.lines import iter_lines, json_object, split_columns
+from ance_ir.data.resume import say
 from ance_ir.train.registry import Registry
 from ance_ir.train.settings import ConfigError
 
@@ -137,6 +138,10 @@ class CandidateNegatives(NegativeSampler):
     def sample(self, qid: str, exclude: Collection[str], n: int, rng: random.Random) -> list[str]:
         pool = self.pool(qid, exclude)
         return self.random_fill(qid, rng.sample(pool, min(n, len(pool))), exclude, n, rng)
+
+    def short_pools(self, n: int, exclude: Mapping[str, Collection[str]]) -> int:
+        """How many of the queries of ``exclude`` have fewer than ``n`` candidates to draw from."""
+        return sum(len(self.pool(qid, never)) < n for qid, never in exclude.items())
 
 
 @register_negatives
@@ -473,6 +478,14 @@ class SourceNegatives(CandidateNegatives):
 
 
 def build_sampler(config: TrainConfig, data: TrainData, run: RunDir, dist: Distributed) -> NegativeSampler:
-    """The sampler named by ``config.negatives.name``."""
-    return NEGATIVE_STRATEGIES[config.negatives.name].create(config, data, run, dist)
+    """The sampler named by ``config.negatives.name``; a note on stderr when some queries have fewer candidates than
+    ``task.n_negatives`` (the rest are drawn from the whole corpus, and carry no teacher score)."""
+    sampler = NEGATIVE_STRATEGIES[config.negatives.name].create(config, data, run, dist)
+    n = config.task.n_negatives
+    if dist.is_main and n and isinstance(sampler, CandidateNegatives) and not sampler.refreshed:
+        short = sampler.short_pools(n, data.exclude)
+        if short:
+            say(f"note: {short} of {len(data.exclude)} training queries have fewer than task.n_negatives ({n}) "
+                f"{sampler.name} negatives to draw from; the rest of theirs are drawn at random from the corpus")
+    return sampler
 
