@@ -150,7 +150,7 @@ def test_pairs_are_drawn_from_the_seed(name, tmp_path):
     ("spider", {"d#0": "Red apples grow.", "d#1": "Blue skies shine."}, [], "no two passages of one document share"),
     ("wlp", SEGMENTS, [], "no page mentions another page's title"),
     ("wlp", SEGMENTS, ["links=LINKS"], "links.tsv:2: expected 2 columns, found 1"),
-    ("contriever", SEGMENTS, ["min_ratio=0.6", "max_ratio=0.2"], "data.min_ratio: need 0 < min_ratio <= max_ratio"),
+    ("contriever", SEGMENTS, ["min_ratio=0.6", "max_ratio=0.2"], "--option min_ratio: need 0 < min_ratio <= max_ratio"),
 ])
 def test_corpora_a_source_cannot_use_are_refused_in_one_line(source, passages, options, message, tmp_path, capsys):
     corpus = write_corpus(tmp_path / "c.jsonl", passages)

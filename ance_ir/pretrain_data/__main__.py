@@ -18,6 +18,7 @@ span's passages), which qrels cannot carry.
 from __future__ import annotations
 
 import random
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -60,6 +61,11 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def _as_options(message: str) -> str:
+    """A data source's message with its settings named as this command gives them: ``data.KEY`` -> ``--option KEY``."""
+    return re.sub(r"\bdata\.(\w+)", r"--option \1", message)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if bool(args.topics_out) != bool(args.qrels_out):
@@ -78,12 +84,17 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--option {key}: given twice")
         options[key] = value
 
-    from ance_ir.data import GroupPassage, write_groups
+    from ance_ir.data import GroupPassage, InputError, write_groups
     from ance_ir.train.dataset import DATA_SOURCES
 
-    source = DATA_SOURCES[args.source].from_settings(args.corpus, options, args.seed, not args.quiet)
-    data = source.load()
-    groups = source.groups(data)
+    try:
+        source = DATA_SOURCES[args.source].from_settings(args.corpus, options, args.seed, not args.quiet)
+        data = source.load()
+        groups = source.groups(data)
+    except InputError as e:
+        raise InputError(e.path, _as_options(e.reason), e.line) from None
+    except ValueError as e:  # a ConfigError names the data.KEY setting
+        raise ValueError(_as_options(str(e))) from None
     if args.sample and args.sample < len(groups):
         chosen = set(random.Random(args.seed).sample(range(len(groups)), args.sample))
         groups = [g for i, g in enumerate(groups) if i in chosen]
