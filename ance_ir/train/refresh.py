@@ -16,7 +16,7 @@ import functools
 import hashlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,7 +94,7 @@ class RefreshJob:
         """The job of a run (``data``: the trainer's already-loaded data, else it is read here)."""
         data = data or TrainData.load(config)
         cfg = config.refresh
-        eval_topics, eval_qrels = eval_set(cfg)
+        eval_topics, eval_qrels = eval_set(cfg, data.docids)
         positives: dict[str, list[str]] = {}
         for qid, docid in data.pairs:
             positives.setdefault(qid, []).append(docid)
@@ -106,10 +106,11 @@ class RefreshJob:
                    cfg.keep_index, cfg.reencode_share, cfg.priority_depth, cfg.passage_max_length, config.progress)
 
 
-def eval_set(cfg: RefreshSection) -> tuple[Topics | None, Qrels | None]:
+def eval_set(cfg: RefreshSection, docids: Collection[str]) -> tuple[Topics | None, Qrels | None]:
     """The topics and qrels each refresh evaluates (None, None without ``eval_topics``); ConfigError for topics
-    without qrels (a file, and no ``eval_qrels``) or qrels that judge none of them. The trainer calls it before
-    step 0, so that a run fails before it starts rather than in its first refresh."""
+    without qrels (a file, and no ``eval_qrels``), qrels that judge none of them, or none of the corpus's ``docids``
+    (qrels of another corpus: every measure would be 0). The trainer calls it before step 0, so that a run fails
+    before it starts rather than in its first refresh."""
     if not cfg.eval_topics:
         return None, None
     topics = resolve_topics(cfg.eval_topics)
@@ -119,6 +120,10 @@ def eval_set(cfg: RefreshSection) -> tuple[Topics | None, Qrels | None]:
                                                  "dataset without qrels): set refresh.eval_qrels (--eval-qrels) too")
     if not set(topics) & set(qrels):
         raise ConfigError("refresh.eval_qrels", f"judge none of the eval_topics {cfg.eval_topics}")
+    corpus = set(docids)
+    if not any(d in corpus for q in topics if q in qrels for d in qrels[q]):
+        raise ConfigError("refresh.eval_qrels", f"judge no passage of the training corpus for the eval_topics "
+                                                f"{cfg.eval_topics} (another corpus's qrels? every measure would be 0)")
     return topics, qrels
 
 

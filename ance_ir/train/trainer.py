@@ -154,7 +154,7 @@ class Trainer:
         config = self.config
         if self.dist.is_main:  # first, so that a dataset is fetched once
             self.data = TrainData.load(config, show_progress=config.progress)
-            eval_set(config.refresh)  # topics without qrels fail now, not in the first refresh
+            eval_set(config.refresh, self.data.docids)  # bad eval topics or qrels fail now, not in the first refresh
         self.dist.barrier()
         if not self.dist.is_main:
             self.data = TrainData.load(config)

@@ -372,6 +372,10 @@ CASES = {
                                         "{T}/e.qrels --refresh-mode sync --refresh-every 1", "",
                                         "refresh.eval_qrels: judge none of the eval_topics",
                                         {"c.yaml": TRAIN_YAML, "e.qrels": "nobody 0 d1 1\n"}),
+    "train-eval-qrels-of-another-corpus": Case("train", "--config {T}/c.yaml --eval-topics {W}/topics.tsv --eval-qrels "
+                                               "{T}/e.qrels --refresh-mode sync --refresh-every 1", "",
+                                               "refresh.eval_qrels: judge no passage of the training corpus",
+                                               {"c.yaml": TRAIN_YAML, "e.qrels": "q1 0 elsewhere 1\n"}),
     "train-missing-corpus": Case("train", "--config {T}/c.yaml --corpus {T}/nope.jsonl", "{T}/nope.jsonl",
                                  "no such corpus file", {"c.yaml": TRAIN_YAML}),
     "train-duplicate-topics": Case("train", "--config {T}/c.yaml --train-topics {F}/topics_duplicate.tsv",
