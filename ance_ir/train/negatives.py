@@ -467,7 +467,13 @@ class SourceNegatives(CandidateNegatives):
 
             params = dict(config.negatives.options)
             name = params.pop("source")
-            source = build_source(name, **params)
+            try:
+                source = build_source(name, **params)
+            except InputError as e:  # name the setting that gave the path
+                setting = next((f"negatives.{k}" for k, v in params.items() if str(v) == e.path), None)
+                if setting is None:
+                    raise
+                raise InputError(e.path, f"{e.reason} ({setting}: --set {setting}=PATH)", e.line) from None
             ranking = (kept_retrieval(source, name, params, data.queries, config.negatives.depth, run.candidates,
                                       config.progress) if source.computes
                        else source.retrieve(data.queries, config.negatives.depth))

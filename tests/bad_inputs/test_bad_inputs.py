@@ -376,6 +376,10 @@ CASES = {
                                                "{T}/e.qrels --refresh-mode sync --refresh-every 1", "",
                                                "refresh.eval_qrels: judge no passage of the training corpus",
                                                {"c.yaml": TRAIN_YAML, "e.qrels": "q1 0 elsewhere 1\n"}),
+    "train-candidates-missing-index": Case(
+        "train",
+        "--config {T}/c.yaml --negatives candidates --set negatives.source=dense --set negatives.index={T}/nope",
+        "{T}/nope", "no such dense index folder (negatives.index: --set negatives.index=PATH)", {"c.yaml": TRAIN_YAML}),
     "train-missing-corpus": Case("train", "--config {T}/c.yaml --corpus {T}/nope.jsonl", "{T}/nope.jsonl",
                                  "no such corpus file", {"c.yaml": TRAIN_YAML}),
     "train-duplicate-topics": Case("train", "--config {T}/c.yaml --train-topics {F}/topics_duplicate.tsv",
