@@ -178,12 +178,6 @@ def test_settings_read_or_at_their_default_in_a_file_pass_and_a_flag_for_an_unus
         with pytest.raises(ValueError, match=f"^--refresh-every: refresh.every: is set \\({value}\\) but not used: "
                                              "task 'cross-encoder'"):
             parse_args(["--config", cross, "--refresh-every", value])
-    plain = str(_file(tmp_path, REQUIRED + "negatives: {name: random}\nrefresh: {every: 0}\n", "plain.yaml"))
-    with pytest.raises(ValueError, match="^--eval-topics: refresh.eval_topics: is set .* but not used: refresh.every "
-                                         "is 0: no checkpoint is evaluated"):  # nothing refreshed, nothing evaluated
-        parse_args(["--config", plain, "--eval-topics", "t.tsv", "--eval-qrels", "q.txt"])
-    assert parse_args(["--config", plain, "--eval-topics", "t.tsv", "--eval-qrels", "q.txt", "--refresh-every",
-                       "5"])[0].refresh.eval_topics == "t.tsv"
     with pytest.raises(ValueError, match="^--set task.passage_buckets: is set \\(4\\) but not used"):
         parse_args(["--config", cross, "--task", "generator", "--set", "task.passage_buckets=4"])
     parse_args(["--config", cross, "--passage-buckets", "4"])  # the cross-encoder splits its passages

@@ -47,10 +47,6 @@ def toy_settings(toy: Path, output: Path, ance: bool = True, **settings) -> dict
                 "inferencer_threads": 1}
         if settings.get("negatives") in ("random", "inbatch") and "negative_depth" not in settings:
             del out["negative_depth"]  # no candidate list to take the top of (refused as unused)
-        if settings.get("refresh_every") == 0 and settings.get("negatives", "ance") != "ance":
-            for name in ("eval_topics", "eval_qrels"):  # nothing is refreshed, so nothing evaluated (refused)
-                if name not in settings:
-                    del out[name]
     return {**out, **settings}
 
 

@@ -80,9 +80,6 @@ def unused_settings(config: TrainConfig) -> dict[str, str]:
     data = DATA_SOURCES[config.data.source]
     unused = {**_unread(config.negatives, sampler.reads, ("name",), f"sampler {sampler.name!r} does not use it"),
               **_unread(config.data, data.reads, ("source", "corpus"), f"data source {data.name!r} does not read it")}
-    if config.refresh.every == 0 and not sampler.refreshed:  # nothing is refreshed, so nothing is evaluated
-        why = "refresh.every is 0: no checkpoint is evaluated while training (--refresh-every N: every N steps)"
-        unused.update({config.refresh.qualified(name): why for name in ("eval_topics", "eval_qrels")})
     for section, why in ((config.negatives, "samples no negatives"),
                          (config.refresh, "neither refreshes nor evaluates checkpoints while it trains (its "
                                           f"checkpoints: save_every){task.evaluate_hint()}"),
