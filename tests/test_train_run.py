@@ -747,3 +747,13 @@ def test_a_new_run_interrupted_while_retrieving_keeps_the_rankings_for_its_rerun
     assert len(calls) == 2  # the two queries not retrieved before
     train(toy_config(toy, tmp_path / "reference", **settings))
     assert_same_training(output, tmp_path / "reference")
+
+
+def test_eval_topics_of_a_run_that_refreshes_nothing_are_noted_and_not_read(toy, tmp_path, capsys):
+    """refresh.every 0 without ANCE negatives: nothing is refreshed, so the eval topics are not evaluated (nor read:
+    a named set would be fetched for nothing), and training says so."""
+    train(toy_config(toy, tmp_path / "run", negatives="random", refresh_every=0, max_steps=2,
+                     eval_topics=str(tmp_path / "not-read.tsv")))
+    assert (f"note: refresh.every is 0: {tmp_path / 'not-read.tsv'} is not evaluated while training"
+            in capsys.readouterr().err)
+    assert not RunDir(tmp_path / "run").refresh.exists()

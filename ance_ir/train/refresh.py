@@ -54,6 +54,12 @@ def refresh_needed(config: TrainConfig) -> bool:
     return NEGATIVE_STRATEGIES[config.negatives.name].refreshed or config.refresh.eval_topics is not None
 
 
+def refreshes(config: TrainConfig) -> bool:
+    """Whether this run refreshes checkpoints while it trains: when needed, every ``refresh.every`` steps, or (ANCE
+    negatives) at its start when that is 0."""
+    return refresh_needed(config) and (config.refresh.every > 0 or NEGATIVE_STRATEGIES[config.negatives.name].refreshed)
+
+
 @dataclass
 class RefreshJob:
     """What every refresh of a run does: the corpus, the queries to mine for, the topics to evaluate. Built by

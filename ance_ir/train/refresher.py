@@ -20,7 +20,7 @@ from ance_ir.data.resume import say
 from ance_ir.train.checkpoint import checkpoint_dir
 from ance_ir.train.hooks import TrainingHook
 from ance_ir.train.process import STOP_GRACE_S, InferencerProcess
-from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint, refresh_needed
+from ance_ir.train.refresh import RefreshJob, describe, refresh_checkpoint, refreshes
 from ance_ir.train.store import NegativesStore, RefreshRecords
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class Refresher(TrainingHook):
         self.ctx, self.config, self.run = ctx, ctx.config, ctx.run
         self.sampler, self.log, self.interrupted = sampler, ctx.log, ctx.interrupted
         self.every = self.config.refresh.every
-        self.enabled = refresh_needed(self.config) and (self.every > 0 or sampler.refreshed)
+        self.enabled = refreshes(self.config)
         self.store = NegativesStore(self.run.negatives)
         self.records = RefreshRecords(self.run.refresh)
         self.inferencer: InferencerProcess | None = None

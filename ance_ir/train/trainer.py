@@ -51,7 +51,7 @@ from ance_ir.train.layout import RunDir
 from ance_ir.train.model_card import write_model_card
 from ance_ir.train.modeling import GROUPS, grad_norm, layer_groups
 from ance_ir.train.optim import Precision, build_optimizer, linear_schedule
-from ance_ir.train.refresh import eval_set
+from ance_ir.train.refresh import eval_set, refreshes
 from ance_ir.train.runlog import RunLog
 from ance_ir.train.task import TASKS, TaskContext, build_task
 
@@ -154,7 +154,11 @@ class Trainer:
         config = self.config
         if self.dist.is_main:  # first, so that a dataset is fetched once
             self.data = TrainData.load(config, show_progress=config.progress)
-            eval_set(config.refresh, self.data.docids)  # bad eval topics or qrels fail now, not in the first refresh
+            if refreshes(config):
+                eval_set(config.refresh, self.data.docids)  # bad eval topics or qrels fail now, not at a refresh
+            elif config.refresh.eval_topics:  # not read, nor fetched
+                say(f"note: refresh.every is 0: {config.refresh.eval_topics} is not evaluated while training "
+                    "(--refresh-every N evaluates every N steps)")
         self.dist.barrier()
         if not self.dist.is_main:
             self.data = TrainData.load(config)
