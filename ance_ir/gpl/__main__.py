@@ -245,9 +245,10 @@ def _index_encoder(index: str) -> tuple[str | None, dict[str, Any]]:
     """The encoder a dense index records and the pooling and normalisation it encoded with (InputError for a folder
     that is not a readable dense index), its vectors mapped rather than read (the negatives stage reads them)."""
     from ance_ir.index import load_dense_index
+    from ance_ir.index.records import recorded_encoder_settings
 
     meta = load_dense_index(index, mmap=True).meta
-    recorded = {**{k: meta[k] for k in ("pooling", "normalize") if k in meta}, **meta.get("encoder_config", {})}
+    recorded = recorded_encoder_settings(meta)
     return meta.get("encoder"), {k: recorded[k] for k in ("pooling", "normalize") if k in recorded}
 
 

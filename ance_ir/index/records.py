@@ -25,6 +25,12 @@ def check_model_record(path: str | Path, meta: dict[str, Any]) -> None:
             raise InputError(path, f"{key} must be {what}, got {meta[key]!r}")
 
 
+def recorded_encoder_settings(meta: dict[str, Any]) -> dict[str, Any]:
+    """The encoder settings a dense index's ``meta.json`` records: its ``encoder_config`` over the top-level
+    ``pooling`` and ``normalize`` (all an index records of them where it has no ``encoder_config``)."""
+    return {**{k: meta[k] for k in ("pooling", "normalize") if k in meta}, **meta.get("encoder_config", {})}
+
+
 def recorded_model(folder: str | Path, load: Callable[[], T]) -> T:
     """``load()`` of the model an index's ``meta.json`` names, with the settings it records: what is wrong with them
     (a setting out of range, a model of another kind, one that cannot be found) as an InputError naming that file."""

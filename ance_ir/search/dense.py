@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from ance_ir.data import InputError, Run, Topics
 from ance_ir.index import DenseIndex
-from ance_ir.index.records import recorded_model
+from ance_ir.index.records import recorded_encoder_settings, recorded_model
 from ance_ir.modeling import DenseEncoder
 from ance_ir.modeling.kinds import load_model
 
@@ -61,8 +61,7 @@ def encoder_for_index(dense: DenseIndex, encoder: str | None, **overrides: Any) 
     searched with the right settings. Where they disagree with the index's ``meta.json``, they win and one
     ``warning:`` line on stderr names both values.
     """
-    recorded = {**{k: dense.meta[k] for k in ("pooling", "normalize") if k in dense.meta},
-                **dense.meta.get("encoder_config", {})}
+    recorded = recorded_encoder_settings(dense.meta)
     differ = {k: v for k, v in overrides.items() if k in recorded and recorded[k] != v}
     if differ:
         print(f"warning: {dense.folder / 'meta.json'}: the index was encoded with "
